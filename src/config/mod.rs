@@ -1,0 +1,300 @@
+//! The device map and tuning, from YAML.
+//!
+//! [`Config::load`] reads a file, [`Config::parse`] a string; both validate
+//! everything before returning, so the rest of Stria only ever sees a
+//! configuration that makes sense. Every error is one line that names the
+//! file, the line and column, and the field:
+//!
+//! ```text
+//! conf/local.yaml:7:38: devices[1].size: "2GX" is not a size (use 64MiB, 2GiB, 4096, ...)
+//! ```
+//!
+//! Parsing happens in two steps: serde checks the shape (unknown keys,
+//! missing keys, lists where lists belong) into the `raw` structs, whose
+//! leaves keep their source location; `validate` then turns each leaf into
+//! its typed value and checks what serde cannot (sizes, cores, references
+//! between sections, what the on-device layout needs).
+
+mod error;
+mod raw;
+mod validate;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+pub use error::ConfigError;
+
+use crate::device::BackendKind;
+
+/// The device map shipped as the embedded default (`conf/local.yaml`).
+pub const EMBEDDED_DEFAULT: &str = include_str!("../../conf/local.yaml");
+
+/// The name under which the embedded default appears in messages.
+pub const EMBEDDED_NAME: &str = "<embedded conf/local.yaml>";
+
+/// Bytes at the start of every device reserved for the superblock and future
+/// layout metadata. Nothing else is ever written there.
+pub const RESERVED_BYTES: u64 = 1 << 20;
+
+/// The smallest data area a data device may have after the reserved area.
+pub const MIN_DATA_BYTES: u64 = 16 << 20;
+
+/// A validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Where it came from, for messages.
+    pub source: String,
+    /// The appliance name, written into every superblock.
+    pub appliance: String,
+    pub reactors: ReactorsConfig,
+    pub devices: Vec<DeviceConfig>,
+    pub wal: WalConfig,
+    pub memstore: MemstoreConfig,
+    pub flush: FlushConfig,
+    pub server: ServerConfig,
+}
+
+/// Cores and idle policy of the reactor sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReactorsConfig {
+    /// Cores of the WAL reactor set, one reactor per core.
+    pub wal: Vec<usize>,
+    /// Cores of the flush reactor set, one reactor per core.
+    pub flush: Vec<usize>,
+    pub idle: IdlePolicy,
+    /// With `park`: how long a reactor spins with nothing to do before it sleeps.
+    pub spin_us: u64,
+}
+
+/// What a reactor does when it finds no work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdlePolicy {
+    /// Never sleep: lowest latency, burns its core (bare metal).
+    Poll,
+    /// Spin `spin-us`, then sleep until a message or a completion wakes it.
+    Park,
+}
+
+/// What a device is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Holds a stripe of the write-ahead log.
+    Wal,
+    /// Holds block files and the manifest.
+    Data,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Wal => "wal",
+            Role::Data => "data",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One device of the map.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceConfig {
+    pub name: String,
+    pub role: Role,
+    /// Configured size in bytes; for `spdk` devices, 0 means "the whole namespace".
+    pub size: u64,
+    pub block_size: u32,
+    pub queue_depth: u32,
+    pub backend: BackendConfig,
+}
+
+impl DeviceConfig {
+    pub fn kind(&self) -> BackendKind {
+        match self.backend {
+            BackendConfig::Sim(_) => BackendKind::Sim,
+            BackendConfig::Psync { .. } => BackendKind::Psync,
+            BackendConfig::Uring { .. } => BackendKind::Uring,
+            BackendConfig::Spdk(_) => BackendKind::Spdk,
+        }
+    }
+
+    /// The backing file or block device, for the kernel backends.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.backend {
+            BackendConfig::Psync { path } | BackendConfig::Uring { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Capacity in blocks.
+    pub fn capacity_blocks(&self) -> u64 {
+        self.size / u64::from(self.block_size)
+    }
+}
+
+/// Backend-specific settings.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BackendConfig {
+    Sim(SimConfig),
+    Psync {
+        path: PathBuf,
+    },
+    Uring {
+        path: PathBuf,
+        /// Open with O_DIRECT (default true); false only for filesystems
+        /// that refuse it, such as tmpfs.
+        direct: bool,
+    },
+    Spdk(SpdkConfig),
+}
+
+/// The simulated NVMe device's model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Fixed latency of a write, a read and a flush, in microseconds.
+    pub write_us: u64,
+    pub read_us: u64,
+    pub flush_us: u64,
+    /// Transfer bandwidth in bytes per second (0: unlimited).
+    pub bandwidth: u64,
+    /// The device's atomic write unit; torn writes tear at these boundaries.
+    pub sector_size: u32,
+    /// True when completed writes sit in a volatile cache until a flush
+    /// (false models power-loss protection: a completed write is durable).
+    pub volatile_cache: bool,
+    /// Seed of every random choice the device makes.
+    pub seed: u64,
+    pub faults: SimFaults,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            write_us: 15,
+            read_us: 80,
+            flush_us: 20,
+            bandwidth: 3_000_000_000,
+            sector_size: 512,
+            volatile_cache: true,
+            seed: 0,
+            faults: SimFaults::default(),
+        }
+    }
+}
+
+/// Faults the simulated device injects.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SimFaults {
+    /// Probability in [0, 1] that a read, write or flush fails with an I/O error.
+    pub read_error_rate: f64,
+    pub write_error_rate: f64,
+    pub flush_error_rate: f64,
+    /// Operation numbers (0-based, counting every accepted request on the
+    /// device) that fail with an I/O error.
+    pub fail_ops: Vec<u64>,
+    /// Cut power when this operation number is submitted.
+    pub power_cut_at_op: Option<u64>,
+}
+
+/// Where an SPDK controller is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpdkConfig {
+    /// A local controller by PCI address (bare metal).
+    Pcie { address: String },
+    /// NVMe over TCP.
+    Tcp {
+        address: String,
+        port: u16,
+        nqn: String,
+    },
+}
+
+/// Durability of a write (see DESIGN section 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Durability {
+    /// Not logged; lost on any crash.
+    None,
+    /// Logged in the next batch; acknowledged at once.
+    Async,
+    /// Acknowledged when the batch write completed (survives a process crash).
+    Write,
+    /// Acknowledged when a flush after the write completed (survives power loss).
+    Sync,
+}
+
+impl Durability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::None => "none",
+            Durability::Async => "async",
+            Durability::Write => "write",
+            Durability::Sync => "sync",
+        }
+    }
+}
+
+/// The write-ahead log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WalConfig {
+    /// The WAL stripe, by device name (default: every `wal` device).
+    pub devices: Vec<String>,
+    pub segment_size: u64,
+    pub max_batch: u64,
+    pub durability: Durability,
+}
+
+/// Memstores and their limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemstoreConfig {
+    pub regions: u32,
+    pub flush_size: u64,
+    pub global_limit: u64,
+    pub low_water: f64,
+}
+
+/// The flush reactor set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlushConfig {
+    /// The data devices block files go to (default: every `data` device).
+    pub devices: Vec<String>,
+}
+
+/// The network front end.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let source = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::file(&source, e))?;
+        Config::parse(&text, &source)
+    }
+
+    /// The embedded default, `conf/local.yaml`.
+    pub fn embedded_default() -> Config {
+        Config::parse(EMBEDDED_DEFAULT, EMBEDDED_NAME).expect("the embedded default is valid")
+    }
+
+    /// Parses and validates `text`; `source` names it in messages.
+    pub fn parse(text: &str, source: &str) -> Result<Config, ConfigError> {
+        Config::parse_with_cores(text, source, &crate::reactor::allowed_cores())
+    }
+
+    /// As [`Config::parse`], checking reactor cores against `cores` instead
+    /// of the cores this process may run on.
+    pub fn parse_with_cores(text: &str, source: &str, cores: &[usize]) -> Result<Config, ConfigError> {
+        let raw = raw::parse(text, source)?;
+        validate::validate(raw, source, cores)
+    }
+
+    /// The device with this name.
+    pub fn device(&self, name: &str) -> Option<&DeviceConfig> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+}
