@@ -116,12 +116,34 @@ pub fn parse(text: &str, source: &str) -> Result<RawConfig, ConfigError> {
             Some(at) if location.is_some() => plain[..at].to_string(),
             _ => plain,
         };
+        let (line, column) = match location {
+            Some(l) => (Some(l.line() as u32), Some(l.column() as u32)),
+            None => (None, None),
+        };
+        // Messages such as "expected string scalar" do not say which key
+        // they are about; the key is the last `name:` before the column.
+        let field = if message.contains('`') {
+            String::new()
+        } else {
+            key_before(text, line, column).unwrap_or_default()
+        };
         ConfigError {
             source: source.to_string(),
-            line: location.map(|l| l.line() as u32),
-            column: location.map(|l| l.column() as u32),
-            field: String::new(),
+            line,
+            column,
+            field,
             message,
         }
     })
+}
+
+/// The mapping key written last before `line`:`column` on that line, if any.
+fn key_before(text: &str, line: Option<u32>, column: Option<u32>) -> Option<String> {
+    let line = text.lines().nth(line? as usize - 1)?;
+    let before: String = line.chars().take(column? as usize - 1).collect();
+    let colon = before.rfind(':')?;
+    let key = before[..colon]
+        .rsplit(|ch: char| ch.is_whitespace() || matches!(ch, '{' | ','))
+        .next()?;
+    (!key.is_empty()).then(|| key.to_string())
 }

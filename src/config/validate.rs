@@ -1,8 +1,723 @@
 //! Turns the raw YAML shape into a [`Config`], checking every field.
+//!
+//! Each check stops at the first problem and reports it with the location of
+//! the offending leaf and the path of its field, so an operator fixes one
+//! line at a time.
 
-use super::raw::RawConfig;
-use super::{Config, ConfigError};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
 
-pub fn validate(_raw: RawConfig, _source: &str, _cores: &[usize]) -> Result<Config, ConfigError> {
-    unimplemented!("validation lands with the config module")
+use super::raw::{Leaf, RawConfig, RawDevice, RawSim};
+use super::{
+    BackendConfig, Config, ConfigError, DeviceConfig, Durability, FlushConfig, IdlePolicy,
+    MemstoreConfig, ReactorsConfig, Role, ServerConfig, SimConfig, SimFaults, SpdkConfig,
+    WalConfig, MIN_DATA_BYTES, RESERVED_BYTES,
+};
+
+type Result<T> = std::result::Result<T, ConfigError>;
+
+/// Builds errors for one source.
+struct Checker<'a> {
+    source: &'a str,
+}
+
+impl Checker<'_> {
+    /// An error at `leaf`, for `field`.
+    fn at(&self, leaf: &Leaf, field: &str, message: impl Into<String>) -> ConfigError {
+        let loc = leaf.referenced;
+        ConfigError {
+            source: self.source.to_string(),
+            line: (loc.line() > 0).then_some(loc.line() as u32),
+            column: (loc.column() > 0).then_some(loc.column() as u32),
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// An error with no single leaf to point at (a missing key).
+    fn missing(&self, near: &Leaf, field: &str, message: impl Into<String>) -> ConfigError {
+        self.at(near, field, message)
+    }
+
+    fn size(&self, leaf: &Leaf, field: &str) -> Result<u64> {
+        let text = leaf.value.trim();
+        let parsed = bytesize::ByteSize::from_str(text).map_err(|_| {
+            self.at(
+                leaf,
+                field,
+                format!("{text:?} is not a size (use 4096, 64KiB, 64MiB, 2GiB, ...)"),
+            )
+        })?;
+        Ok(parsed.as_u64())
+    }
+
+    fn uint<T: FromStr>(&self, leaf: &Leaf, field: &str, what: &str) -> Result<T> {
+        let text = leaf.value.trim();
+        text.parse::<T>()
+            .map_err(|_| self.at(leaf, field, format!("{text:?} is not {what}")))
+    }
+
+    fn boolean(&self, leaf: &Leaf, field: &str) -> Result<bool> {
+        match leaf.value.trim() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(self.at(leaf, field, format!("{other:?} is not true or false"))),
+        }
+    }
+
+    fn fraction(&self, leaf: &Leaf, field: &str, low_open: bool) -> Result<f64> {
+        let text = leaf.value.trim();
+        let value: f64 = text
+            .parse()
+            .map_err(|_| self.at(leaf, field, format!("{text:?} is not a number")))?;
+        let low_ok = if low_open { value > 0.0 } else { value >= 0.0 };
+        if !(low_ok && value <= 1.0) {
+            let range = if low_open { "(0, 1]" } else { "[0, 1]" };
+            return Err(self.at(leaf, field, format!("{value} is outside {range}")));
+        }
+        Ok(value)
+    }
+
+    fn choice<T: Copy>(
+        &self,
+        leaf: &Leaf,
+        field: &str,
+        what: &str,
+        options: &[(&str, T)],
+    ) -> Result<T> {
+        let text = leaf.value.trim();
+        options
+            .iter()
+            .find(|(name, _)| *name == text)
+            .map(|(_, value)| *value)
+            .ok_or_else(|| {
+                let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+                self.at(
+                    leaf,
+                    field,
+                    format!(
+                        "unknown {what} {text:?} (expected one of: {})",
+                        names.join(", ")
+                    ),
+                )
+            })
+    }
+
+    /// Optional leaf, parsed by `f`, or `default`.
+    fn or<T>(
+        &self,
+        leaf: &Option<Leaf>,
+        default: T,
+        f: impl FnOnce(&Leaf) -> Result<T>,
+    ) -> Result<T> {
+        leaf.as_ref().map_or(Ok(default), f)
+    }
+}
+
+pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config> {
+    let c = Checker { source };
+
+    let appliance = raw.appliance.value.trim().to_string();
+    check_name(&c, &raw.appliance, "appliance")?;
+
+    let reactors = reactors(&c, &raw, cores)?;
+
+    let mut devices = Vec::with_capacity(raw.devices.len());
+    let mut names: HashMap<String, &Leaf> = HashMap::new();
+    let mut paths: HashMap<PathBuf, &Leaf> = HashMap::new();
+    for (i, dev) in raw.devices.iter().enumerate() {
+        let parsed = device(&c, dev, i)?;
+        if let Some(first) = names.insert(parsed.name.clone(), &dev.name) {
+            return Err(c.at(
+                &dev.name,
+                &format!("devices[{i}].name"),
+                format!(
+                    "duplicate device name {:?} (first used at line {})",
+                    parsed.name,
+                    first.referenced.line()
+                ),
+            ));
+        }
+        if let (Some(path), Some(leaf)) = (parsed.path(), dev.path.as_ref()) {
+            if let Some(first) = paths.insert(path.to_path_buf(), leaf) {
+                return Err(c.at(
+                    leaf,
+                    &format!("devices[{i}].path"),
+                    format!(
+                        "{} is already used by the device at line {}",
+                        path.display(),
+                        first.referenced.line()
+                    ),
+                ));
+            }
+        }
+        devices.push(parsed);
+    }
+
+    let wal = wal(&c, &raw, &devices)?;
+    let flush = FlushConfig {
+        devices: device_set(
+            &c,
+            raw.flush.devices.as_deref(),
+            "flush.devices",
+            Role::Data,
+            &devices,
+            &raw,
+        )?,
+    };
+    check_layout(&c, &raw, &devices, &wal)?;
+    let memstore = memstore(&c, &raw)?;
+    let server = ServerConfig {
+        listen: c.or(
+            &raw.server.listen,
+            SocketAddr::from(([127, 0, 0, 1], 6380)),
+            |l| {
+                l.value.trim().parse().map_err(|_| {
+                    c.at(
+                        l,
+                        "server.listen",
+                        format!("{:?} is not an address:port", l.value),
+                    )
+                })
+            },
+        )?,
+    };
+
+    Ok(Config {
+        source: source.to_string(),
+        appliance,
+        reactors,
+        devices,
+        wal,
+        memstore,
+        flush,
+        server,
+    })
+}
+
+/// Names (appliance, devices) end up in superblocks and metrics: keep them short and plain.
+fn check_name(c: &Checker, leaf: &Leaf, field: &str) -> Result<()> {
+    let name = leaf.value.trim();
+    let plain = name
+        .chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
+    if name.is_empty() || name.len() > 32 || !plain {
+        return Err(c.at(
+            leaf,
+            field,
+            format!("{name:?} is not a name (1 to 32 of A-Z a-z 0-9 - _)"),
+        ));
+    }
+    Ok(())
+}
+
+fn reactors(c: &Checker, raw: &RawConfig, allowed: &[usize]) -> Result<ReactorsConfig> {
+    let r = &raw.reactors;
+    let mut seen: HashMap<usize, String> = HashMap::new();
+    let mut sets = [Vec::new(), Vec::new()];
+    for (set, (leaves, name)) in sets.iter_mut().zip([(&r.wal, "wal"), (&r.flush, "flush")]) {
+        if leaves.is_empty() {
+            return Err(c.missing(
+                &raw.appliance,
+                &format!("reactors.{name}"),
+                "needs at least one core",
+            ));
+        }
+        for (i, leaf) in leaves.iter().enumerate() {
+            let field = format!("reactors.{name}[{i}]");
+            let core: usize = c.uint(leaf, &field, "a core number")?;
+            if !allowed.contains(&core) {
+                return Err(c.at(
+                    leaf,
+                    &field,
+                    format!("core {core} does not exist or is not available to this process (available: {})", list(allowed)),
+                ));
+            }
+            if let Some(other) = seen.insert(core, field.clone()) {
+                return Err(c.at(
+                    leaf,
+                    &field,
+                    format!("core {core} is already given to {other}: a reactor owns its core"),
+                ));
+            }
+            set.push(core);
+        }
+    }
+    let [wal, flush] = sets;
+    let idle = c.or(&r.idle, IdlePolicy::Park, |l| {
+        c.choice(
+            l,
+            "reactors.idle",
+            "idle policy",
+            &[("poll", IdlePolicy::Poll), ("park", IdlePolicy::Park)],
+        )
+    })?;
+    let spin_us = c.or(&r.spin_us, 50, |l| {
+        c.uint(l, "reactors.spin-us", "a number of microseconds")
+    })?;
+    Ok(ReactorsConfig {
+        wal,
+        flush,
+        idle,
+        spin_us,
+    })
+}
+
+fn list(cores: &[usize]) -> String {
+    let names: Vec<String> = cores.iter().map(usize::to_string).collect();
+    names.join(", ")
+}
+
+/// Which keys each backend takes, beyond name, backend, role, size,
+/// block-size and queue-depth.
+fn check_backend_keys(c: &Checker, dev: &RawDevice, i: usize, backend: &str) -> Result<()> {
+    let keys: [(&str, Option<&Leaf>, &[&str]); 6] = [
+        ("path", dev.path.as_ref(), &["psync", "uring"]),
+        ("direct", dev.direct.as_ref(), &["uring"]),
+        ("transport", dev.transport.as_ref(), &["spdk"]),
+        ("address", dev.address.as_ref(), &["spdk"]),
+        ("port", dev.port.as_ref(), &["spdk"]),
+        ("nqn", dev.nqn.as_ref(), &["spdk"]),
+    ];
+    for (key, leaf, backends) in keys {
+        if let Some(leaf) = leaf {
+            if !backends.contains(&backend) {
+                return Err(c.at(
+                    leaf,
+                    &format!("devices[{i}].{key}"),
+                    format!(
+                        "`{key}` does not apply to the {backend} backend (only to {})",
+                        backends.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    if dev.sim.is_some() && backend != "sim" {
+        return Err(c.at(
+            &dev.backend,
+            &format!("devices[{i}].sim"),
+            format!("`sim` does not apply to the {backend} backend"),
+        ));
+    }
+    Ok(())
+}
+
+fn device(c: &Checker, dev: &RawDevice, i: usize) -> Result<DeviceConfig> {
+    let field = |key: &str| format!("devices[{i}].{key}");
+    check_name(c, &dev.name, &field("name"))?;
+    let name = dev.name.value.trim().to_string();
+    let backend_name = dev.backend.value.trim();
+    c.choice(
+        &dev.backend,
+        &field("backend"),
+        "backend",
+        &[("sim", ()), ("psync", ()), ("uring", ()), ("spdk", ())],
+    )?;
+    check_backend_keys(c, dev, i, backend_name)?;
+    let role = c.choice(
+        &dev.role,
+        &field("role"),
+        "role",
+        &[("wal", Role::Wal), ("data", Role::Data)],
+    )?;
+
+    let block_size: u32 = c.or(&dev.block_size, 4096, |l| {
+        let bs = c.size(l, &field("block-size"))?;
+        if !bs.is_power_of_two() || !(512..=65536).contains(&bs) {
+            return Err(c.at(
+                l,
+                &field("block-size"),
+                format!("{bs} is not a power of two from 512 to 65536"),
+            ));
+        }
+        Ok(bs as u32)
+    })?;
+    let queue_depth: u32 = c.or(&dev.queue_depth, 128, |l| {
+        let qd: u32 = c.uint(l, &field("queue-depth"), "a queue depth")?;
+        if !(1..=4096).contains(&qd) {
+            return Err(c.at(
+                l,
+                &field("queue-depth"),
+                format!("{qd} is outside 1 to 4096"),
+            ));
+        }
+        Ok(qd)
+    })?;
+
+    let size = match &dev.size {
+        Some(l) => {
+            let size = c.size(l, &field("size"))?;
+            if size % u64::from(block_size) != 0 {
+                return Err(c.at(
+                    l,
+                    &field("size"),
+                    format!("{size} bytes is not a whole number of {block_size}-byte blocks"),
+                ));
+            }
+            size
+        }
+        None if backend_name == "spdk" => 0,
+        None => {
+            return Err(c.missing(
+                &dev.name,
+                &field("size"),
+                format!("device {name:?} needs a size"),
+            ))
+        }
+    };
+
+    let path = |dev: &RawDevice| -> Result<PathBuf> {
+        let leaf = dev.path.as_ref().ok_or_else(|| {
+            c.missing(
+                &dev.name,
+                &field("path"),
+                format!("device {name:?} needs a path (a file or block device)"),
+            )
+        })?;
+        if leaf.value.trim().is_empty() {
+            return Err(c.at(leaf, &field("path"), "is empty"));
+        }
+        Ok(PathBuf::from(leaf.value.trim()))
+    };
+    let backend = match backend_name {
+        "sim" => BackendConfig::Sim(sim(c, dev.sim.as_ref(), i)?),
+        "psync" => BackendConfig::Psync { path: path(dev)? },
+        "uring" => BackendConfig::Uring {
+            path: path(dev)?,
+            direct: c.or(&dev.direct, true, |l| c.boolean(l, &field("direct")))?,
+        },
+        _ => BackendConfig::Spdk(spdk(c, dev, i)?),
+    };
+    Ok(DeviceConfig {
+        name,
+        role,
+        size,
+        block_size,
+        queue_depth,
+        backend,
+    })
+}
+
+fn spdk(c: &Checker, dev: &RawDevice, i: usize) -> Result<SpdkConfig> {
+    let field = |key: &str| format!("devices[{i}].{key}");
+    let transport = dev.transport.as_ref().ok_or_else(|| {
+        c.missing(
+            &dev.name,
+            &field("transport"),
+            "an spdk device needs a transport (pcie or tcp)",
+        )
+    })?;
+    let kind = c.choice(
+        transport,
+        &field("transport"),
+        "transport",
+        &[("pcie", false), ("tcp", true)],
+    )?;
+    let address = dev.address.as_ref().ok_or_else(|| {
+        c.missing(
+            transport,
+            &field("address"),
+            "an spdk device needs an address",
+        )
+    })?;
+    let addr = address.value.trim().to_string();
+    if !kind {
+        if !is_pci_address(&addr) {
+            return Err(c.at(
+                address,
+                &field("address"),
+                format!("{addr:?} is not a PCI address like 0000:01:00.0"),
+            ));
+        }
+        for (key, leaf) in [("port", &dev.port), ("nqn", &dev.nqn)] {
+            if let Some(leaf) = leaf {
+                return Err(c.at(
+                    leaf,
+                    &field(key),
+                    format!("`{key}` applies to the tcp transport only"),
+                ));
+            }
+        }
+        return Ok(SpdkConfig::Pcie { address: addr });
+    }
+    if addr.parse::<std::net::IpAddr>().is_err() {
+        return Err(c.at(
+            address,
+            &field("address"),
+            format!("{addr:?} is not an IP address"),
+        ));
+    }
+    let port = c.or(&dev.port, 4420, |l| c.uint(l, &field("port"), "a TCP port"))?;
+    let nqn = dev.nqn.as_ref().ok_or_else(|| {
+        c.missing(
+            address,
+            &field("nqn"),
+            "a tcp device needs the subsystem nqn",
+        )
+    })?;
+    if !nqn.value.trim().starts_with("nqn.") {
+        return Err(c.at(
+            nqn,
+            &field("nqn"),
+            format!("{:?} is not an NQN (nqn.YYYY-MM.domain:name)", nqn.value),
+        ));
+    }
+    Ok(SpdkConfig::Tcp {
+        address: addr,
+        port,
+        nqn: nqn.value.trim().to_string(),
+    })
+}
+
+/// `DDDD:BB:DD.F`, hexadecimal.
+fn is_pci_address(s: &str) -> bool {
+    let parts: Vec<&str> = s.split([':', '.']).collect();
+    let widths = [4, 2, 2, 1];
+    parts.len() == 4
+        && parts
+            .iter()
+            .zip(widths)
+            .all(|(p, w)| p.len() == w && p.chars().all(|ch| ch.is_ascii_hexdigit()))
+}
+
+fn sim(c: &Checker, raw: Option<&RawSim>, i: usize) -> Result<SimConfig> {
+    let d = SimConfig::default();
+    let Some(s) = raw else { return Ok(d) };
+    let field = |key: &str| format!("devices[{i}].sim.{key}");
+    let us = |leaf: &Option<Leaf>, key: &str, default: u64| {
+        c.or(leaf, default, |l| {
+            c.uint(l, &field(key), "a number of microseconds")
+        })
+    };
+    let rate =
+        |leaf: &Option<Leaf>, key: &str| c.or(leaf, 0.0, |l| c.fraction(l, &field(key), false));
+    let sector_size: u32 = c.or(&s.sector_size, d.sector_size, |l| {
+        let v = c.size(l, &field("sector-size"))?;
+        if !v.is_power_of_two() || !(512..=65536).contains(&v) {
+            return Err(c.at(
+                l,
+                &field("sector-size"),
+                format!("{v} is not a power of two from 512 to 65536"),
+            ));
+        }
+        Ok(v as u32)
+    })?;
+    let mut fail_ops = Vec::with_capacity(s.fail_ops.len());
+    for (j, leaf) in s.fail_ops.iter().enumerate() {
+        fail_ops.push(c.uint(
+            leaf,
+            &field(&format!("fail-ops[{j}]")),
+            "an operation number",
+        )?);
+    }
+    Ok(SimConfig {
+        write_us: us(&s.write_us, "write-us", d.write_us)?,
+        read_us: us(&s.read_us, "read-us", d.read_us)?,
+        flush_us: us(&s.flush_us, "flush-us", d.flush_us)?,
+        bandwidth: c.or(&s.bandwidth, d.bandwidth, |l| {
+            c.size(l, &field("bandwidth"))
+        })?,
+        sector_size,
+        volatile_cache: c.or(&s.volatile_cache, d.volatile_cache, |l| {
+            c.boolean(l, &field("volatile-cache"))
+        })?,
+        seed: c.or(&s.seed, d.seed, |l| {
+            c.uint(l, &field("seed"), "a seed (unsigned integer)")
+        })?,
+        faults: SimFaults {
+            read_error_rate: rate(&s.read_error_rate, "read-error-rate")?,
+            write_error_rate: rate(&s.write_error_rate, "write-error-rate")?,
+            flush_error_rate: rate(&s.flush_error_rate, "flush-error-rate")?,
+            fail_ops,
+            power_cut_at_op: s
+                .power_cut_at_op
+                .as_ref()
+                .map(|l| c.uint(l, &field("power-cut-at-op"), "an operation number"))
+                .transpose()?,
+        },
+    })
+}
+
+/// The devices a section names, or every device of `role` when it names none.
+fn device_set(
+    c: &Checker,
+    named: Option<&[Leaf]>,
+    field: &str,
+    role: Role,
+    devices: &[DeviceConfig],
+    raw: &RawConfig,
+) -> Result<Vec<String>> {
+    let Some(named) = named else {
+        let all: Vec<String> = devices
+            .iter()
+            .filter(|d| d.role == role)
+            .map(|d| d.name.clone())
+            .collect();
+        if all.is_empty() {
+            let near = raw.devices.first().map_or(&raw.appliance, |d| &d.name);
+            return Err(c.missing(
+                near,
+                "devices",
+                format!("needs at least one device with role {role}"),
+            ));
+        }
+        return Ok(all);
+    };
+    let mut out: Vec<String> = Vec::with_capacity(named.len());
+    for (i, leaf) in named.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        let name = leaf.value.trim();
+        let Some(dev) = devices.iter().find(|d| d.name == name) else {
+            return Err(c.at(leaf, &f, format!("no device named {name:?} in `devices`")));
+        };
+        if dev.role != role {
+            return Err(c.at(
+                leaf,
+                &f,
+                format!("device {name:?} has role {}, not {role}", dev.role),
+            ));
+        }
+        if out.iter().any(|n| n == name) {
+            return Err(c.at(leaf, &f, format!("device {name:?} is listed twice")));
+        }
+        out.push(name.to_string());
+    }
+    if out.is_empty() {
+        return Err(c.missing(
+            &raw.appliance,
+            field,
+            format!("names no device; leave it out to use every {role} device"),
+        ));
+    }
+    Ok(out)
+}
+
+fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConfig> {
+    let w = &raw.wal;
+    let devs = device_set(
+        c,
+        w.devices.as_deref(),
+        "wal.devices",
+        Role::Wal,
+        devices,
+        raw,
+    )?;
+    let segment_size = c.or(&w.segment_size, 64 << 20, |l| c.size(l, "wal.segment-size"))?;
+    let max_batch = c.or(&w.max_batch, 1 << 20, |l| c.size(l, "wal.max-batch"))?;
+    let durability = c.or(&w.durability, Durability::Sync, |l| {
+        c.choice(
+            l,
+            "wal.durability",
+            "durability",
+            &[
+                ("none", Durability::None),
+                ("async", Durability::Async),
+                ("write", Durability::Write),
+                ("sync", Durability::Sync),
+            ],
+        )
+    })?;
+    for name in &devs {
+        let dev = devices
+            .iter()
+            .find(|d| &d.name == name)
+            .expect("device_set checked the name");
+        let bs = u64::from(dev.block_size);
+        let at = w.segment_size.as_ref().unwrap_or(&raw.appliance);
+        if segment_size == 0 || segment_size % bs != 0 {
+            return Err(c.at(at, "wal.segment-size", format!("{segment_size} bytes is not a whole number of {bs}-byte blocks of device {name:?}")));
+        }
+        let at = w.max_batch.as_ref().unwrap_or(&raw.appliance);
+        if max_batch < bs || max_batch > segment_size {
+            return Err(c.at(at, "wal.max-batch", format!("{max_batch} bytes must be at least a block ({bs}) and at most a segment ({segment_size})")));
+        }
+    }
+    Ok(WalConfig {
+        devices: devs,
+        segment_size,
+        max_batch,
+        durability,
+    })
+}
+
+/// Every device must hold the reserved area and what its role lays out.
+fn check_layout(
+    c: &Checker,
+    raw: &RawConfig,
+    devices: &[DeviceConfig],
+    wal: &WalConfig,
+) -> Result<()> {
+    for (i, (dev, rawdev)) in devices.iter().zip(&raw.devices).enumerate() {
+        if dev.size == 0 {
+            continue; // an spdk namespace, sized when opened
+        }
+        let (need, why) = match dev.role {
+            Role::Wal => (
+                RESERVED_BYTES + 2 * wal.segment_size,
+                format!(
+                    "the reserved area ({RESERVED_BYTES} bytes) and two WAL segments of {} bytes",
+                    wal.segment_size
+                ),
+            ),
+            Role::Data => (
+                RESERVED_BYTES + MIN_DATA_BYTES,
+                format!(
+                    "the reserved area ({RESERVED_BYTES} bytes) and {MIN_DATA_BYTES} bytes of data"
+                ),
+            ),
+        };
+        if dev.size < need {
+            let leaf = rawdev.size.as_ref().unwrap_or(&rawdev.name);
+            return Err(c.at(
+                leaf,
+                &format!("devices[{i}].size"),
+                format!(
+                    "{} bytes is smaller than the layout needs: {need} bytes for {why}",
+                    dev.size
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn memstore(c: &Checker, raw: &RawConfig) -> Result<MemstoreConfig> {
+    let m = &raw.memstore;
+    let regions: u32 = c.or(&m.regions, 16, |l| {
+        let n: u32 = c.uint(l, "memstore.regions", "a region count")?;
+        if n == 0 || n > 65536 {
+            return Err(c.at(l, "memstore.regions", format!("{n} is outside 1 to 65536")));
+        }
+        Ok(n)
+    })?;
+    let flush_size = c.or(&m.flush_size, 64 << 20, |l| {
+        c.size(l, "memstore.flush-size")
+    })?;
+    let global_limit = c.or(&m.global_limit, 2 << 30, |l| {
+        c.size(l, "memstore.global-limit")
+    })?;
+    let low_water = c.or(&m.low_water, 0.95, |l| {
+        c.fraction(l, "memstore.low-water", true)
+    })?;
+    if flush_size == 0 {
+        let at = m.flush_size.as_ref().unwrap_or(&raw.appliance);
+        return Err(c.at(at, "memstore.flush-size", "must be more than 0 bytes"));
+    }
+    if global_limit < flush_size {
+        let at = m.global_limit.as_ref().unwrap_or(&raw.appliance);
+        return Err(c.at(
+            at,
+            "memstore.global-limit",
+            format!("{global_limit} bytes is below flush-size ({flush_size} bytes)"),
+        ));
+    }
+    Ok(MemstoreConfig {
+        regions,
+        flush_size,
+        global_limit,
+        low_water,
+    })
 }

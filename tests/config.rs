@@ -1,0 +1,352 @@
+//! Configuration: the shipped maps parse, and every kind of bad input gets its
+//! one-line error naming the file, the line and column, and the field.
+
+use stria::config::{BackendConfig, Config, Durability, IdlePolicy, Role, SpdkConfig};
+
+const CORES: &[usize] = &[0, 1];
+
+/// A valid map that each case below breaks in one place.
+const GOOD: &str = "\
+appliance: test
+reactors:
+  wal: [0]
+  flush: [1]
+  idle: park
+  spin-us: 20
+devices:
+  - { name: wal0, backend: psync, path: ./data/w0.img, size: 8MiB, role: wal }
+  - { name: wal1, backend: uring, path: ./data/w1.img, size: 8MiB, role: wal }
+  - { name: data0, backend: sim, size: 64MiB, role: data }
+wal:
+  segment-size: 2MiB
+  max-batch: 256KiB
+";
+
+fn parse(text: &str) -> Result<Config, String> {
+    Config::parse_with_cores(text, "test.yaml", CORES).map_err(|e| e.to_string())
+}
+
+/// Parses `GOOD` with `from` replaced by `to`, expecting an error; returns it.
+fn error_of(from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "test bug: {from:?} not in GOOD");
+    let text = GOOD.replacen(from, to, 1);
+    let err = parse(&text).expect_err("the broken config must be refused");
+    assert!(!err.contains('\n'), "error must be one line: {err}");
+    assert!(
+        err.starts_with("test.yaml:"),
+        "error must name the file: {err}"
+    );
+    err
+}
+
+#[test]
+fn good_config_parses_with_defaults() {
+    let cfg = parse(GOOD).unwrap();
+    assert_eq!(cfg.appliance, "test");
+    assert_eq!(cfg.reactors.wal, vec![0]);
+    assert_eq!(cfg.reactors.idle, IdlePolicy::Park);
+    assert_eq!(cfg.reactors.spin_us, 20);
+    assert_eq!(cfg.devices.len(), 3);
+    assert_eq!(cfg.devices[0].size, 8 << 20);
+    assert_eq!(cfg.devices[0].block_size, 4096);
+    assert_eq!(
+        cfg.devices[1].backend,
+        BackendConfig::Uring {
+            path: "./data/w1.img".into(),
+            direct: true
+        }
+    );
+    assert_eq!(cfg.devices[2].role, Role::Data);
+    assert_eq!(cfg.wal.devices, vec!["wal0", "wal1"]);
+    assert_eq!(cfg.wal.durability, Durability::Sync);
+    assert_eq!(cfg.flush.devices, vec!["data0"]);
+    assert_eq!(cfg.server.listen.to_string(), "127.0.0.1:6380");
+}
+
+#[test]
+fn shipped_configs_parse() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for name in ["local", "sim", "psync"] {
+        let path = std::path::PathBuf::from(format!("{root}/conf/{name}.yaml"));
+        Config::parse_with_cores(&std::fs::read_to_string(&path).unwrap(), name, CORES)
+            .unwrap_or_else(|e| panic!("conf/{name}.yaml: {e}"));
+    }
+    // The bare-metal example names cores 2-5, which a small machine lacks.
+    let text = std::fs::read_to_string(format!("{root}/conf/nvme-4x.yaml")).unwrap();
+    let cfg = Config::parse_with_cores(&text, "nvme-4x", &[0, 1, 2, 3, 4, 5]).unwrap();
+    assert_eq!(cfg.reactors.idle, IdlePolicy::Poll);
+    assert_eq!(
+        cfg.devices[0].backend,
+        BackendConfig::Spdk(SpdkConfig::Pcie {
+            address: "0000:01:00.0".into()
+        })
+    );
+    let err = Config::parse_with_cores(&text, "nvme-4x", CORES)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("reactors.wal[0]") && err.contains("core 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn embedded_default_is_conf_local() {
+    let cfg = Config::embedded_default();
+    assert_eq!(cfg.appliance, "local");
+    assert!(cfg
+        .devices
+        .iter()
+        .all(|d| matches!(d.backend, BackendConfig::Uring { .. })));
+    assert_eq!(
+        cfg.devices.iter().filter(|d| d.role == Role::Wal).count(),
+        2
+    );
+    assert_eq!(cfg.reactors.idle, IdlePolicy::Park);
+}
+
+#[test]
+fn unknown_key() {
+    let err = error_of("  spin-us: 20\n", "  spin-us: 20\n  spinn: 3\n");
+    assert!(err.starts_with("test.yaml:7:3: "), "{err}");
+    assert!(err.contains("unknown field `spinn`"), "{err}");
+}
+
+#[test]
+fn unknown_key_in_a_device() {
+    let err = error_of(
+        "size: 8MiB, role: wal }",
+        "size: 8MiB, role: wal, colour: red }",
+    );
+    assert!(err.starts_with("test.yaml:8:"), "{err}");
+    assert!(err.contains("unknown field `colour`"), "{err}");
+}
+
+#[test]
+fn bad_size_string() {
+    let err = error_of(
+        "path: ./data/w1.img, size: 8MiB",
+        "path: ./data/w1.img, size: 8MX",
+    );
+    assert!(err.starts_with("test.yaml:9:"), "{err}");
+    assert!(
+        err.contains("devices[1].size: \"8MX\" is not a size"),
+        "{err}"
+    );
+}
+
+#[test]
+fn size_not_whole_blocks() {
+    let err = error_of("size: 64MiB", "size: 67108865");
+    assert!(
+        err.contains("devices[2].size") && err.contains("4096-byte blocks"),
+        "{err}"
+    );
+}
+
+#[test]
+fn duplicate_device_name() {
+    let err = error_of("name: wal1", "name: wal0");
+    assert!(err.starts_with("test.yaml:9:"), "{err}");
+    assert!(
+        err.contains("devices[1].name: duplicate device name \"wal0\" (first used at line 8)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn duplicate_path() {
+    let err = error_of("./data/w1.img", "./data/w0.img");
+    assert!(
+        err.contains("devices[1].path") && err.contains("already used"),
+        "{err}"
+    );
+}
+
+#[test]
+fn role_that_does_not_exist() {
+    let err = error_of("size: 64MiB, role: data", "size: 64MiB, role: journal");
+    assert!(err.starts_with("test.yaml:10:"), "{err}");
+    assert!(
+        err.contains("devices[2].role: unknown role \"journal\" (expected one of: wal, data)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn backend_that_does_not_exist() {
+    let err = error_of("backend: psync", "backend: aio");
+    assert!(err.starts_with("test.yaml:8:"), "{err}");
+    assert!(err.contains("devices[0].backend: unknown backend \"aio\" (expected one of: sim, psync, uring, spdk)"), "{err}");
+}
+
+#[test]
+fn key_of_another_backend() {
+    let err = error_of("backend: sim,", "backend: sim, path: ./x.img,");
+    assert!(
+        err.contains("devices[2].path: `path` does not apply to the sim backend"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wal_set_naming_a_missing_device() {
+    let err = error_of(
+        "wal:\n  segment-size",
+        "wal:\n  devices: [wal0, wal7]\n  segment-size",
+    );
+    assert!(err.starts_with("test.yaml:12:"), "{err}");
+    assert!(
+        err.contains("wal.devices[1]: no device named \"wal7\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn flush_set_naming_a_device_of_the_wrong_role() {
+    let err = error_of("wal:\n", "flush:\n  devices: [wal0]\nwal:\n");
+    assert!(
+        err.contains("flush.devices[0]: device \"wal0\" has role wal, not data"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_wal_device() {
+    let err = error_of("role: wal }\n  - { name: wal1, backend: uring, path: ./data/w1.img, size: 8MiB, role: wal }", "role: data }\n  - { name: wal1, backend: uring, path: ./data/w1.img, size: 8MiB, role: data }");
+    assert!(
+        err.contains("needs at least one device with role wal"),
+        "{err}"
+    );
+}
+
+#[test]
+fn core_the_machine_does_not_have() {
+    let err = error_of("flush: [1]", "flush: [1, 64]");
+    assert!(err.starts_with("test.yaml:4:14: "), "{err}");
+    assert!(err.contains("reactors.flush[1]: core 64 does not exist or is not available to this process (available: 0, 1)"), "{err}");
+}
+
+#[test]
+fn core_given_twice() {
+    let err = error_of("flush: [1]", "flush: [0]");
+    assert!(
+        err.contains("reactors.flush[0]: core 0 is already given to reactors.wal[0]"),
+        "{err}"
+    );
+}
+
+#[test]
+fn size_smaller_than_the_layout_needs() {
+    let err = error_of(
+        "path: ./data/w0.img, size: 8MiB",
+        "path: ./data/w0.img, size: 4MiB",
+    );
+    assert!(err.starts_with("test.yaml:8:"), "{err}");
+    assert!(
+        err.contains("devices[0].size: 4194304 bytes is smaller than the layout needs"),
+        "{err}"
+    );
+    let err = error_of("size: 64MiB", "size: 8MiB");
+    assert!(
+        err.contains("devices[2].size") && err.contains("smaller than the layout needs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_size_and_path() {
+    let err = error_of("path: ./data/w0.img, size: 8MiB, ", "path: ./data/w0.img, ");
+    assert!(
+        err.contains("missing field") || err.contains("devices[0].size"),
+        "{err}"
+    );
+    let err = error_of("path: ./data/w0.img, ", "");
+    assert!(
+        err.contains("devices[0].path: device \"wal0\" needs a path"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_idle_policy_and_numbers() {
+    let err = error_of("idle: park", "idle: nap");
+    assert!(
+        err.contains("reactors.idle: unknown idle policy \"nap\""),
+        "{err}"
+    );
+    let err = error_of("spin-us: 20", "spin-us: -3");
+    assert!(
+        err.contains("reactors.spin-us: \"-3\" is not a number of microseconds"),
+        "{err}"
+    );
+    let err = error_of(
+        "segment-size: 2MiB",
+        "segment-size: 2MiB\n  durability: maybe",
+    );
+    assert!(
+        err.contains("wal.durability: unknown durability \"maybe\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn max_batch_larger_than_a_segment() {
+    let err = error_of("max-batch: 256KiB", "max-batch: 4MiB");
+    assert!(err.contains("wal.max-batch"), "{err}");
+}
+
+#[test]
+fn malformed_yaml() {
+    let err = error_of("flush: [1]", "flush: [1");
+    assert!(err.starts_with("test.yaml:"), "{err}");
+}
+
+#[test]
+fn spdk_addresses_are_checked() {
+    let err = error_of(
+        "{ name: data0, backend: sim, size: 64MiB, role: data }",
+        "{ name: data0, backend: spdk, transport: pcie, address: \"01:00.0\", role: data }",
+    );
+    assert!(
+        err.contains("devices[2].address: \"01:00.0\" is not a PCI address"),
+        "{err}"
+    );
+    let err = error_of(
+        "{ name: data0, backend: sim, size: 64MiB, role: data }",
+        "{ name: data0, backend: spdk, transport: tcp, address: 127.0.0.1, role: data }",
+    );
+    assert!(
+        err.contains("devices[2].nqn: a tcp device needs the subsystem nqn"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sim_model_is_validated() {
+    let err = error_of(
+        "{ name: data0, backend: sim, size: 64MiB, role: data }",
+        "{ name: data0, backend: sim, size: 64MiB, role: data, sim: { write-error-rate: 1.5 } }",
+    );
+    assert!(
+        err.contains("devices[2].sim.write-error-rate: 1.5 is outside [0, 1]"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_file_is_reported() {
+    let err = Config::load(std::path::Path::new("/nonexistent/stria.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("/nonexistent/stria.yaml: cannot read:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_shape_names_the_key() {
+    let err = error_of("spin-us: 20", "spin-us: [1]");
+    assert!(err.starts_with("test.yaml:6:12: spin-us: "), "{err}");
+}
