@@ -9,4 +9,5 @@
 
 pub mod config;
 pub mod device;
+pub mod layout;
 pub mod reactor;
