@@ -7,6 +7,7 @@
 //! - [`config`]: the YAML device map, validated at start.
 //! - [`devbench`]: the raw device benchmark behind `stria devbench`.
 
+pub mod bench;
 pub mod config;
 pub mod device;
 pub mod layout;

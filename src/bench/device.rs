@@ -1,0 +1,310 @@
+//! The raw device benchmark behind `stria devbench`: one [`Job`] keeps a
+//! fixed number of requests in flight on one queue for a fixed time and
+//! records each request's latency.
+//!
+//! A job is a state machine polled by whoever owns the queue (a reactor in
+//! `stria devbench`), so it measures the same submit/poll path the WAL uses.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::latency::Latency;
+use crate::device::{Completion, IoBuf, IoKind, Queue, Request, WaitHint};
+
+/// What a job does with each slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    /// Sequential writes, wrapping at the end of the region.
+    SeqWrite,
+    /// A sequential write, then a flush once it completed; the latency of
+    /// the pair is what a `sync` log append costs.
+    WriteFlush,
+    /// Reads at uniformly random block-aligned offsets in the region.
+    RandRead,
+}
+
+/// One benchmark case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Case {
+    pub pattern: Pattern,
+    /// Bytes per request.
+    pub block: usize,
+    /// Requests (or write+flush pairs) kept in flight.
+    pub qd: u32,
+}
+
+impl Case {
+    /// "seq-write 4KiB" and the like.
+    pub fn name(&self) -> String {
+        let what = match self.pattern {
+            Pattern::SeqWrite => "seq-write",
+            Pattern::WriteFlush => "write+flush",
+            Pattern::RandRead => "rand-read",
+        };
+        format!("{what} {}", human(self.block as u64))
+    }
+}
+
+/// `4KiB`, `64KiB`, `1MiB`.
+pub fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+/// The cases `stria devbench` runs, in order: writes first, so the region
+/// the random reads cover has been written.
+pub fn standard_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (pattern, block) in [
+        (Pattern::SeqWrite, 4096),
+        (Pattern::SeqWrite, 65536),
+        (Pattern::WriteFlush, 4096),
+        (Pattern::RandRead, 4096),
+    ] {
+        for qd in [1, 32] {
+            cases.push(Case { pattern, block, qd });
+        }
+    }
+    cases
+}
+
+/// What a job measured.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    pub case: Case,
+    /// The queue depth actually used (the case's, capped by the device's).
+    pub qd: u32,
+    pub ops: u64,
+    pub bytes: u64,
+    pub elapsed: Duration,
+    pub latency: Latency,
+    pub errors: u64,
+    pub first_error: Option<String>,
+}
+
+impl CaseResult {
+    pub fn iops(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    pub fn mb_per_s(&self) -> f64 {
+        self.bytes as f64 / 1e6 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// A slot: one request (or write+flush pair) in flight.
+struct Slot {
+    started: Instant,
+    buf: Option<IoBuf>,
+}
+
+/// Keeps `qd` requests in flight on `queue` until the time is up.
+pub struct Job<Q: Queue> {
+    queue: Q,
+    case: Case,
+    qd: u32,
+    blocks_per_op: u64,
+    region: Range<u64>,
+    next_lba: u64,
+    rng: ChaCha8Rng,
+    slots: Vec<Slot>,
+    duration: Duration,
+    start: Option<Instant>,
+    stop_at: Option<Instant>,
+    ended: Option<Instant>,
+    result_latency: Latency,
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    first_error: Option<String>,
+    completions: Vec<Completion>,
+    in_flight: usize,
+}
+
+impl<Q: Queue> Job<Q> {
+    /// A job of `case` over the LBAs in `region`, running for `duration`
+    /// from its first poll. `alloc` makes the buffers (the device's own).
+    pub fn new(
+        queue: Q,
+        case: Case,
+        region: Range<u64>,
+        duration: Duration,
+        seed: u64,
+        alloc: impl Fn(usize) -> IoBuf,
+    ) -> Job<Q> {
+        let info = queue.info().clone();
+        let blocks_per_op = (case.block as u64 / u64::from(info.block_size)).max(1);
+        assert!(
+            region.end - region.start >= blocks_per_op,
+            "bench region smaller than one request"
+        );
+        let qd = case.qd.min(info.queue_depth).max(1);
+        let slots = (0..qd)
+            .map(|_| Slot {
+                started: Instant::now(),
+                buf: Some(alloc(case.block)),
+            })
+            .collect();
+        Job {
+            queue,
+            case,
+            qd,
+            blocks_per_op,
+            next_lba: region.start,
+            region,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            slots,
+            duration,
+            start: None,
+            stop_at: None,
+            ended: None,
+            result_latency: Latency::new(),
+            ops: 0,
+            bytes: 0,
+            errors: 0,
+            first_error: None,
+            completions: Vec::with_capacity(qd as usize),
+            in_flight: 0,
+        }
+    }
+
+    /// True once the time is up and every request has come back.
+    pub fn is_done(&self) -> bool {
+        self.ended.is_some()
+    }
+
+    /// How the owner can sleep until this job has something to do.
+    pub fn wait_hint(&self) -> WaitHint {
+        if self.is_done() {
+            WaitHint::Idle
+        } else if self.start.is_none() {
+            WaitHint::Ready
+        } else {
+            self.queue.wait_hint()
+        }
+    }
+
+    fn lba_for_next(&mut self) -> u64 {
+        let span = self.region.end - self.region.start;
+        let slots_in_region = span / self.blocks_per_op;
+        match self.case.pattern {
+            Pattern::RandRead => {
+                self.region.start + self.rng.random_range(0..slots_in_region) * self.blocks_per_op
+            }
+            Pattern::SeqWrite | Pattern::WriteFlush => {
+                if self.next_lba + self.blocks_per_op > self.region.end {
+                    self.next_lba = self.region.start;
+                }
+                let lba = self.next_lba;
+                self.next_lba += self.blocks_per_op;
+                lba
+            }
+        }
+    }
+
+    fn issue_data(&mut self, slot: usize, now: Instant) {
+        let lba = self.lba_for_next();
+        let buf = self.slots[slot].buf.take().expect("slot buffer is home");
+        let req = match self.case.pattern {
+            Pattern::RandRead => Request::read(slot as u64, lba, vec![buf]),
+            Pattern::SeqWrite | Pattern::WriteFlush => Request::write(slot as u64, lba, vec![buf]),
+        };
+        self.slots[slot].started = now;
+        self.submit(slot, req);
+    }
+
+    fn submit(&mut self, slot: usize, req: Request) {
+        match self.queue.submit(req) {
+            Ok(()) => self.in_flight += 1,
+            Err(rejected) => {
+                self.note_error(rejected.error.to_string());
+                let mut bufs = rejected.request.into_bufs();
+                if let Some(buf) = bufs.pop() {
+                    self.slots[slot].buf = Some(buf);
+                }
+            }
+        }
+    }
+
+    fn note_error(&mut self, msg: String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(msg);
+        }
+    }
+
+    /// Polls the queue, handles completions, keeps the slots busy. Returns
+    /// how many completions it handled plus requests it issued.
+    pub fn poll(&mut self) -> usize {
+        if self.is_done() {
+            return 0;
+        }
+        let now = Instant::now();
+        let mut progress = 0;
+        if self.start.is_none() {
+            self.start = Some(now);
+            self.stop_at = Some(now + self.duration);
+            for slot in 0..self.qd as usize {
+                self.issue_data(slot, now);
+                progress += 1;
+            }
+        }
+        self.completions.clear();
+        let mut done = std::mem::take(&mut self.completions);
+        self.queue.poll(&mut done);
+        let now = Instant::now();
+        let running = now < self.stop_at.expect("started");
+        for c in done.drain(..) {
+            progress += 1;
+            self.in_flight -= 1;
+            let slot = c.tag as usize;
+            if let Err(e) = &c.result {
+                self.note_error(e.to_string());
+            }
+            let mut bufs = c.bufs;
+            if let Some(buf) = bufs.pop() {
+                self.slots[slot].buf = Some(buf);
+            }
+            if c.kind == IoKind::Write && self.case.pattern == Pattern::WriteFlush && c.result.is_ok() {
+                // The pair is complete only when its flush is.
+                self.submit(slot, Request::flush(slot as u64));
+                continue;
+            }
+            if c.result.is_ok() {
+                self.ops += 1;
+                self.bytes += self.case.block as u64;
+                self.result_latency.record(now - self.slots[slot].started);
+            }
+            if running && self.slots[slot].buf.is_some() {
+                self.issue_data(slot, now);
+            }
+        }
+        self.completions = done;
+        if !running && self.in_flight == 0 {
+            self.ended = Some(now);
+        }
+        progress
+    }
+
+    /// The figures, once [`Job::is_done`].
+    pub fn result(&self) -> CaseResult {
+        let start = self.start.unwrap_or_else(Instant::now);
+        let end = self.ended.unwrap_or_else(Instant::now);
+        CaseResult {
+            case: self.case,
+            qd: self.qd,
+            ops: self.ops,
+            bytes: self.bytes,
+            elapsed: end - start,
+            latency: self.result_latency.clone(),
+            errors: self.errors,
+            first_error: self.first_error.clone(),
+        }
+    }
+}
