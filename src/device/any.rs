@@ -1,0 +1,119 @@
+//! A device whose backend the device map chooses at run time.
+//!
+//! The engine stays generic over [`Device`]; the appliance instantiates it
+//! with [`AnyDevice`], so one map can mix backends (say, `uring` WAL devices
+//! beside a `psync` data device) and the match costs one branch per call.
+
+use super::psync::{PsyncDevice, PsyncQueue};
+use super::sim::{SimDevice, SimQueue};
+use super::uring::{UringDevice, UringQueue};
+use super::{
+    file, BackendKind, Completion, Device, DeviceError, DeviceInfo, IoBuf, Queue, Rejected,
+    Request, Result, WaitHint,
+};
+use crate::config::{BackendConfig, DeviceConfig};
+
+/// Any backend's device.
+#[derive(Clone)]
+pub enum AnyDevice {
+    Sim(SimDevice),
+    Psync(PsyncDevice),
+    Uring(UringDevice),
+}
+
+/// Any backend's queue.
+pub enum AnyQueue {
+    Sim(SimQueue),
+    Psync(PsyncQueue),
+    Uring(UringQueue),
+}
+
+/// Calls the same method on whichever backend is inside.
+macro_rules! dispatch {
+    ($self:expr, $enum:ident, $inner:ident => $call:expr) => {
+        match $self {
+            $enum::Sim($inner) => $call,
+            $enum::Psync($inner) => $call,
+            $enum::Uring($inner) => $call,
+        }
+    };
+}
+
+impl AnyDevice {
+    /// Opens the device `cfg` describes. File devices must exist (see
+    /// [`AnyDevice::create`]); `sim` devices start empty.
+    pub fn open(cfg: &DeviceConfig) -> Result<AnyDevice> {
+        match &cfg.backend {
+            BackendConfig::Sim(_) => SimDevice::open(cfg).map(AnyDevice::Sim),
+            BackendConfig::Psync { .. } => PsyncDevice::open(cfg).map(AnyDevice::Psync),
+            BackendConfig::Uring { .. } => UringDevice::open(cfg).map(AnyDevice::Uring),
+            BackendConfig::Spdk(_) => Err(spdk_unavailable(cfg)),
+        }
+    }
+
+    /// Creates and sizes the backing file of a file device (a no-op for a
+    /// block device of sufficient size). Other backends have nothing to create.
+    pub fn create(cfg: &DeviceConfig) -> Result<()> {
+        match &cfg.backend {
+            BackendConfig::Psync { .. } | BackendConfig::Uring { .. } => file::create(cfg),
+            BackendConfig::Sim(_) => Ok(()),
+            BackendConfig::Spdk(_) => Err(spdk_unavailable(cfg)),
+        }
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        self.info().backend
+    }
+}
+
+fn spdk_unavailable(cfg: &DeviceConfig) -> DeviceError {
+    DeviceError::Unavailable {
+        device: cfg.name.clone(),
+        backend: "spdk",
+        why: "this build has no SPDK support; rebuild with `cargo build --release --features spdk` \
+              (see spdk-env/README.md)"
+            .into(),
+    }
+}
+
+impl Device for AnyDevice {
+    type Queue = AnyQueue;
+
+    fn info(&self) -> &DeviceInfo {
+        dispatch!(self, AnyDevice, d => d.info())
+    }
+
+    fn open_queue(&self) -> Result<AnyQueue> {
+        Ok(match self {
+            AnyDevice::Sim(d) => AnyQueue::Sim(d.open_queue()?),
+            AnyDevice::Psync(d) => AnyQueue::Psync(d.open_queue()?),
+            AnyDevice::Uring(d) => AnyQueue::Uring(d.open_queue()?),
+        })
+    }
+
+    fn alloc_buf(&self, len: usize) -> IoBuf {
+        dispatch!(self, AnyDevice, d => d.alloc_buf(len))
+    }
+}
+
+impl Queue for AnyQueue {
+    fn info(&self) -> &DeviceInfo {
+        dispatch!(self, AnyQueue, q => q.info())
+    }
+
+    fn submit(&mut self, req: Request) -> Result<(), Rejected> {
+        dispatch!(self, AnyQueue, q => q.submit(req))
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
+        dispatch!(self, AnyQueue, q => q.poll(out))
+    }
+
+    fn in_flight(&self) -> usize {
+        dispatch!(self, AnyQueue, q => q.in_flight())
+    }
+
+    fn wait_hint(&self) -> WaitHint {
+        dispatch!(self, AnyQueue, q => q.wait_hint())
+    }
+}
