@@ -288,7 +288,11 @@ impl Config {
 
     /// As [`Config::parse`], checking reactor cores against `cores` instead
     /// of the cores this process may run on.
-    pub fn parse_with_cores(text: &str, source: &str, cores: &[usize]) -> Result<Config, ConfigError> {
+    pub fn parse_with_cores(
+        text: &str,
+        source: &str,
+        cores: &[usize],
+    ) -> Result<Config, ConfigError> {
         let raw = raw::parse(text, source)?;
         validate::validate(raw, source, cores)
     }

@@ -71,7 +71,10 @@ impl IoBuf {
     }
 
     fn layout(len: usize, align: usize, offset: usize) -> Layout {
-        let size = len.checked_add(offset).expect("IoBuf: size overflows").max(1);
+        let size = len
+            .checked_add(offset)
+            .expect("IoBuf: size overflows")
+            .max(1);
         Layout::from_size_align(size, align).expect("IoBuf: bad size or alignment")
     }
 

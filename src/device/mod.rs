@@ -346,15 +346,30 @@ mod tests {
     #[test]
     fn refuses_partial_blocks_misaligned_addresses_and_ranges() {
         let partial = Request::write(1, 0, vec![IoBuf::new(512)]);
-        assert!(matches!(check_request(&info(), &partial, 0), Err(DeviceError::Misaligned { .. })));
+        assert!(matches!(
+            check_request(&info(), &partial, 0),
+            Err(DeviceError::Misaligned { .. })
+        ));
         let odd = Request::write(1, 0, vec![IoBuf::with_offset(4096, 4096, 8)]);
-        assert!(matches!(check_request(&info(), &odd, 0), Err(DeviceError::Misaligned { .. })));
+        assert!(matches!(
+            check_request(&info(), &odd, 0),
+            Err(DeviceError::Misaligned { .. })
+        ));
         let past_end = Request::write(1, 15, vec![IoBuf::new(8192)]);
-        assert!(matches!(check_request(&info(), &past_end, 0), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(
+            check_request(&info(), &past_end, 0),
+            Err(DeviceError::OutOfRange { .. })
+        ));
         let overflow = Request::read(1, u64::MAX, vec![IoBuf::new(4096)]);
-        assert!(matches!(check_request(&info(), &overflow, 0), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(
+            check_request(&info(), &overflow, 0),
+            Err(DeviceError::OutOfRange { .. })
+        ));
         let empty = Request::read(1, 0, vec![]);
-        assert!(matches!(check_request(&info(), &empty, 0), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(
+            check_request(&info(), &empty, 0),
+            Err(DeviceError::OutOfRange { .. })
+        ));
     }
 
     #[test]
