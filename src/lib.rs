@@ -5,8 +5,11 @@
 //!   behind one trait, with per-reactor queues.
 //! - [`reactor`]: pinned poll-mode threads that own device queues.
 //! - [`config`]: the YAML device map, validated at start.
-//! - [`devbench`]: the raw device benchmark behind `stria devbench`.
+//! - [`layout`]: what Stria writes on a device (today, the superblock).
+//! - [`admin`]: `format` and `inspect`.
+//! - [`bench`]: benchmarks shared by the CLI and `benches/`.
 
+pub mod admin;
 pub mod bench;
 pub mod config;
 pub mod device;

@@ -125,6 +125,9 @@ pub struct Job<Q: Queue> {
     first_error: Option<String>,
     completions: Vec<Completion>,
     in_flight: usize,
+    /// Requests issued so far, and the most it may issue.
+    issued: u64,
+    issue_limit: u64,
 }
 
 impl<Q: Queue> Job<Q> {
@@ -171,7 +174,18 @@ impl<Q: Queue> Job<Q> {
             first_error: None,
             completions: Vec::with_capacity(qd as usize),
             in_flight: 0,
+            issued: 0,
+            issue_limit: u64::MAX,
         }
+    }
+
+    /// Stops issuing after `n` requests (or pairs), even if time is left.
+    pub fn limit_ops(&mut self, n: u64) {
+        self.issue_limit = n;
+    }
+
+    fn may_issue(&self, now: Instant) -> bool {
+        self.issued < self.issue_limit && self.stop_at.is_none_or(|stop| now < stop)
     }
 
     /// True once the time is up and every request has come back.
@@ -216,6 +230,7 @@ impl<Q: Queue> Job<Q> {
             Pattern::SeqWrite | Pattern::WriteFlush => Request::write(slot as u64, lba, vec![buf]),
         };
         self.slots[slot].started = now;
+        self.issued += 1;
         self.submit(slot, req);
     }
 
@@ -249,17 +264,18 @@ impl<Q: Queue> Job<Q> {
         let mut progress = 0;
         if self.start.is_none() {
             self.start = Some(now);
-            self.stop_at = Some(now + self.duration);
+            self.stop_at = now.checked_add(self.duration);
             for slot in 0..self.qd as usize {
-                self.issue_data(slot, now);
-                progress += 1;
+                if self.may_issue(now) {
+                    self.issue_data(slot, now);
+                    progress += 1;
+                }
             }
         }
         self.completions.clear();
         let mut done = std::mem::take(&mut self.completions);
         self.queue.poll(&mut done);
         let now = Instant::now();
-        let running = now < self.stop_at.expect("started");
         for c in done.drain(..) {
             progress += 1;
             self.in_flight -= 1;
@@ -281,12 +297,12 @@ impl<Q: Queue> Job<Q> {
                 self.bytes += self.case.block as u64;
                 self.result_latency.record(now - self.slots[slot].started);
             }
-            if running && self.slots[slot].buf.is_some() {
+            if self.may_issue(now) && self.slots[slot].buf.is_some() {
                 self.issue_data(slot, now);
             }
         }
         self.completions = done;
-        if !running && self.in_flight == 0 {
+        if !self.may_issue(now) && self.in_flight == 0 {
             self.ended = Some(now);
         }
         progress
