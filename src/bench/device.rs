@@ -287,7 +287,10 @@ impl<Q: Queue> Job<Q> {
             if let Some(buf) = bufs.pop() {
                 self.slots[slot].buf = Some(buf);
             }
-            if c.kind == IoKind::Write && self.case.pattern == Pattern::WriteFlush && c.result.is_ok() {
+            if c.kind == IoKind::Write
+                && self.case.pattern == Pattern::WriteFlush
+                && c.result.is_ok()
+            {
                 // The pair is complete only when its flush is.
                 self.submit(slot, Request::flush(slot as u64));
                 continue;

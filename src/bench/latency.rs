@@ -30,7 +30,9 @@ impl Latency {
     }
 
     pub fn add(&mut self, other: &Latency) {
-        self.hist.add(&other.hist).expect("histograms with equal bounds");
+        self.hist
+            .add(&other.hist)
+            .expect("histograms with equal bounds");
     }
 
     pub fn count(&self) -> u64 {

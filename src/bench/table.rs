@@ -19,7 +19,11 @@ impl Table {
 
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
         let row: Vec<String> = cells.into_iter().map(Into::into).collect();
-        assert_eq!(row.len(), self.header.len(), "a row needs one cell per column");
+        assert_eq!(
+            row.len(),
+            self.header.len(),
+            "a row needs one cell per column"
+        );
         self.rows.push(row);
     }
 

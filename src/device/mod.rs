@@ -22,6 +22,9 @@
 
 mod buf;
 mod error;
+mod file;
+pub mod psync;
+pub mod uring;
 pub mod wait;
 
 use std::fmt;
@@ -30,6 +33,7 @@ use std::time::Instant;
 
 pub use buf::{IoBuf, DEFAULT_ALIGN};
 pub use error::{DeviceError, Result};
+pub use file::create as create_file;
 
 /// Which backend drives a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

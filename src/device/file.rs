@@ -1,0 +1,301 @@
+//! What the kernel-path backends (`psync`, `uring`) share: creating, opening
+//! and describing a backing file or block device, and naming I/O errors.
+//!
+//! A backing file is used from byte 0 to the configured size; a file or
+//! block device that is larger is fine (the rest is never touched), one that
+//! is smaller is refused at open so that no request can run off its end.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use super::{BackendKind, DeviceError, DeviceInfo, IoBuf, Request, Result, DEFAULT_ALIGN};
+use crate::config::DeviceConfig;
+
+/// Creates the backing file of a kernel-path device for `stria format`: the
+/// parent folder and the file if missing, with at least `cfg.size` bytes.
+///
+/// The space is reserved with `fallocate` (falling back to a sparse
+/// `set_len` on filesystems that cannot) so that a running appliance never
+/// meets ENOSPC in the middle of its log. A file already larger than
+/// configured keeps its size and contents. A block device is never resized;
+/// it only has to be large enough.
+pub fn create(cfg: &DeviceConfig) -> Result<()> {
+    let path = backing_path(cfg)?;
+    let open_err = |source: io::Error| DeviceError::Open {
+        device: cfg.name.clone(),
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Ok(meta) = fs::metadata(path) {
+        if meta.file_type().is_block_device() {
+            let file = OpenOptions::new().read(true).open(path).map_err(open_err)?;
+            let actual = byte_len(&file).map_err(open_err)?;
+            if actual < cfg.size {
+                return Err(open_err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the block device holds {actual} bytes, less than the configured {}; \
+                         a block device cannot be grown, lower the device's `size`",
+                        cfg.size
+                    ),
+                )));
+            }
+            return Ok(());
+        }
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(open_err)?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(open_err)?;
+    if byte_len(&file).map_err(open_err)? >= cfg.size {
+        return Ok(());
+    }
+    reserve(&file, cfg.size).map_err(open_err)?;
+    file.sync_all().map_err(open_err)
+}
+
+/// Grows `file` to `size` bytes, allocating the blocks when the filesystem
+/// can and leaving a sparse tail when it cannot.
+fn reserve(file: &File, size: u64) -> io::Result<()> {
+    let len = libc::off_t::try_from(size).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{size} bytes is too large for a file"),
+        )
+    })?;
+    // SAFETY: fallocate only reads its integer arguments; the descriptor is
+    // open for writing and stays open for the call, borrowed from `file`.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => file.set_len(size),
+        _ => Err(err),
+    }
+}
+
+/// Opens the backing file of a kernel-path device for reading and writing,
+/// with `O_DIRECT` when `direct`, and checks that it holds `cfg.size` bytes.
+///
+/// With `direct`, one block is read at LBA 0 to prove that the filesystem
+/// and the device accept direct I/O of the configured block size, so that a
+/// mismatch shows here rather than on the first write of the log.
+pub fn open(cfg: &DeviceConfig, direct: bool) -> Result<File> {
+    let path = backing_path(cfg)?;
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    if direct {
+        options.custom_flags(libc::O_DIRECT);
+    }
+    let file = options
+        .open(path)
+        .map_err(|e| open_error(cfg, path, direct, e))?;
+    let actual = byte_len(&file).map_err(|e| open_error(cfg, path, direct, e))?;
+    if actual < cfg.size {
+        return Err(DeviceError::TooSmall {
+            device: cfg.name.clone(),
+            path: path.to_path_buf(),
+            actual,
+            configured: cfg.size,
+        });
+    }
+    if direct && cfg.size >= u64::from(cfg.block_size) {
+        let mut probe = IoBuf::new(cfg.block_size as usize);
+        file.read_exact_at(&mut probe, 0)
+            .map_err(|e| open_error(cfg, path, direct, e))?;
+    }
+    Ok(file)
+}
+
+/// Turns a failure to open or probe `path` into an error that says what to
+/// do about it.
+fn open_error(cfg: &DeviceConfig, path: &Path, direct: bool, e: io::Error) -> DeviceError {
+    let source = match e.raw_os_error() {
+        Some(libc::ENOENT) => io::Error::new(
+            e.kind(),
+            format!("{e}; the device is missing or not formatted (run `stria format`)"),
+        ),
+        Some(libc::EINVAL) if direct => io::Error::new(
+            e.kind(),
+            format!(
+                "{e}: the filesystem or device refuses O_DIRECT with {}-byte blocks \
+                 (tmpfs and some network filesystems do); set `direct: false` for this \
+                 device or use a block size the device supports",
+                cfg.block_size
+            ),
+        ),
+        _ => e,
+    };
+    DeviceError::Open {
+        device: cfg.name.clone(),
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The byte length of a regular file or a block device (for which the
+/// metadata length is 0, so it is measured by seeking to the end).
+fn byte_len(file: &File) -> io::Result<u64> {
+    let mut file = file;
+    file.seek(SeekFrom::End(0))
+}
+
+fn backing_path(cfg: &DeviceConfig) -> Result<&Path> {
+    cfg.path().ok_or_else(|| DeviceError::Unavailable {
+        device: cfg.name.clone(),
+        backend: cfg.kind().as_str(),
+        why: "not a file-backed device (only psync and uring have a path)".into(),
+    })
+}
+
+/// What a file device is. Direct I/O needs page-aligned buffers (the
+/// strictest any device's logical block size asks for); buffered I/O copies
+/// through the page cache and takes any address. The page cache, and the
+/// drive's own cache under it, hold completed writes until a flush.
+pub fn info(cfg: &DeviceConfig, backend: BackendKind, direct: bool) -> DeviceInfo {
+    DeviceInfo {
+        name: cfg.name.clone(),
+        backend,
+        block_size: cfg.block_size,
+        capacity_blocks: cfg.capacity_blocks(),
+        queue_depth: cfg.queue_depth,
+        mem_align: if direct { DEFAULT_ALIGN } else { 1 },
+        volatile_cache: true,
+    }
+}
+
+/// The error of a request that the kernel failed.
+pub fn io_error(info: &DeviceInfo, req: &Request, source: io::Error) -> DeviceError {
+    DeviceError::Io {
+        device: info.name.clone(),
+        kind: req.kind(),
+        lba: req.lba(),
+        source,
+    }
+}
+
+/// Backing files and a contract check shared by the psync and uring tests.
+#[cfg(test)]
+pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{file_config, TestDir};
+    use super::*;
+
+    #[test]
+    fn create_makes_folder_and_file_of_the_configured_size() {
+        let dir = TestDir::new();
+        let cfg = file_config(&dir.path().join("a/b/dev.img"), 1 << 20, false);
+        create(&cfg).unwrap();
+        assert_eq!(fs::metadata(cfg.path().unwrap()).unwrap().len(), 1 << 20);
+        // Formatting again changes nothing.
+        create(&cfg).unwrap();
+        assert_eq!(fs::metadata(cfg.path().unwrap()).unwrap().len(), 1 << 20);
+    }
+
+    #[test]
+    fn create_keeps_a_larger_file_and_its_contents() {
+        let dir = TestDir::new();
+        let path = dir.path().join("big.img");
+        fs::write(&path, vec![7u8; 2 << 20]).unwrap();
+        create(&file_config(&path, 1 << 20, false)).unwrap();
+        let data = fs::read(&path).unwrap();
+        assert_eq!(data.len(), 2 << 20);
+        assert!(data.iter().all(|&b| b == 7));
+    }
+
+    #[test]
+    fn create_grows_a_smaller_file_keeping_its_head() {
+        let dir = TestDir::new();
+        let path = dir.path().join("small.img");
+        fs::write(&path, [9u8; 4096]).unwrap();
+        create(&file_config(&path, 1 << 20, false)).unwrap();
+        let data = fs::read(&path).unwrap();
+        assert_eq!(data.len(), 1 << 20);
+        assert!(data[..4096].iter().all(|&b| b == 9));
+        assert!(data[4096..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn open_of_a_missing_file_says_to_format() {
+        let dir = TestDir::new();
+        let cfg = file_config(&dir.path().join("absent.img"), 1 << 20, false);
+        for direct in [false, true] {
+            let err = open(&cfg, direct).unwrap_err();
+            let DeviceError::Open { source, .. } = &err else {
+                panic!("expected Open, got {err:?}");
+            };
+            assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            let msg = err.to_string();
+            assert!(
+                msg.contains("test-dev") && msg.contains("absent.img"),
+                "{msg}"
+            );
+            assert!(msg.contains("stria format"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn open_of_a_too_small_file_names_both_sizes() {
+        let dir = TestDir::new();
+        let path = dir.path().join("short.img");
+        fs::write(&path, vec![0u8; 64 << 10]).unwrap();
+        let err = open(&file_config(&path, 1 << 20, false), true).unwrap_err();
+        assert!(
+            matches!(err, DeviceError::TooSmall { actual, configured, .. }
+                if actual == 64 << 10 && configured == 1 << 20),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn open_of_a_larger_file_uses_its_head() {
+        let dir = TestDir::new();
+        let path = dir.path().join("big.img");
+        fs::write(&path, vec![0u8; 2 << 20]).unwrap();
+        open(&file_config(&path, 1 << 20, false), true).unwrap();
+    }
+
+    #[test]
+    fn refused_o_direct_suggests_direct_false() {
+        // tmpfs accepts O_DIRECT since Linux 6.6, so the refusal cannot be
+        // produced on demand everywhere; the message is checked directly.
+        let dir = TestDir::new();
+        let path = dir.path().join("dev.img");
+        let cfg = file_config(&path, 1 << 20, true);
+        let err = open_error(
+            &cfg,
+            &path,
+            true,
+            io::Error::from_raw_os_error(libc::EINVAL),
+        );
+        let DeviceError::Open { source, .. } = &err else {
+            panic!("expected Open, got {err:?}");
+        };
+        assert_eq!(source.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("direct: false"), "{err}");
+    }
+
+    #[test]
+    fn info_follows_the_config() {
+        let dir = TestDir::new();
+        let cfg = file_config(&dir.path().join("dev.img"), 1 << 20, true);
+        let direct = info(&cfg, BackendKind::Uring, true);
+        assert_eq!(direct.capacity_blocks, 256);
+        assert_eq!(direct.mem_align, DEFAULT_ALIGN);
+        assert!(direct.volatile_cache);
+        assert_eq!(info(&cfg, BackendKind::Psync, false).mem_align, 1);
+    }
+}

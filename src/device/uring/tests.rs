@@ -1,0 +1,221 @@
+//! Tests of the io_uring backend. Each one first asks [`uring_available`];
+//! where the kernel refuses io_uring, it prints its own name and the reason
+//! and returns, so the log says which cases did not run.
+
+use std::path::Path;
+
+use super::*;
+use crate::device::file::testing::{self, TestDir, BLOCK};
+
+/// Returns from the test, naming it, when io_uring cannot run here.
+macro_rules! require_uring {
+    ($name:literal) => {
+        if let Err(why) = uring_available() {
+            eprintln!("uring test {} not run: io_uring unavailable: {why}", $name);
+            return;
+        }
+    };
+}
+
+/// A formatted uring device of `size` bytes and queue depth `depth` in `dir`.
+fn device_sized(dir: &Path, direct: bool, depth: u32, size: u64) -> UringDevice {
+    let mut cfg = testing::file_config(&dir.join("uring.img"), size, direct);
+    cfg.queue_depth = depth;
+    file::create(&cfg).unwrap();
+    UringDevice::open(&cfg).unwrap()
+}
+
+/// A formatted 1 MiB uring device of queue depth `depth` in `dir`.
+fn device_with(dir: &Path, direct: bool, depth: u32) -> UringDevice {
+    device_sized(dir, direct, depth, 1 << 20)
+}
+
+fn device(dir: &TestDir) -> UringDevice {
+    device_with(dir.path(), true, 8)
+}
+
+#[test]
+fn reports_whether_uring_runs_here() {
+    match uring_available() {
+        Ok(()) => eprintln!("io_uring available: the uring tests run"),
+        Err(why) => eprintln!("io_uring unavailable, the uring tests do not run: {why}"),
+    }
+}
+
+#[test]
+fn round_trip() {
+    require_uring!("round_trip");
+    let dir = TestDir::new();
+    let dev = device(&dir);
+    assert_eq!(dev.info().mem_align, 4096);
+    testing::round_trip(&dev);
+}
+
+#[test]
+fn round_trip_buffered() {
+    require_uring!("round_trip_buffered");
+    let dir = TestDir::new();
+    let dev = device_with(dir.path(), false, 8);
+    assert_eq!(dev.info().mem_align, 1);
+    testing::round_trip(&dev);
+    testing::multi_buffer(&dev);
+}
+
+#[test]
+fn multi_buffer_write_and_read() {
+    require_uring!("multi_buffer_write_and_read");
+    let dir = TestDir::new();
+    testing::multi_buffer(&device(&dir));
+}
+
+#[test]
+fn thirty_two_requests_in_flight() {
+    require_uring!("thirty_two_requests_in_flight");
+    let dir = TestDir::new();
+    testing::many_in_flight(&device_with(dir.path(), true, 32), 32);
+}
+
+#[test]
+fn queue_depth_limit() {
+    require_uring!("queue_depth_limit");
+    let dir = TestDir::new();
+    testing::depth_limit(&device(&dir));
+    // A depth that is not a power of two still holds exactly that many.
+    let dir = TestDir::new();
+    testing::depth_limit(&device_with(dir.path(), true, 5));
+}
+
+#[test]
+fn flush_completes() {
+    require_uring!("flush_completes");
+    let dir = TestDir::new();
+    testing::flush(&device(&dir));
+}
+
+#[test]
+fn bad_requests_are_refused_and_change_nothing() {
+    require_uring!("bad_requests_are_refused_and_change_nothing");
+    let dir = TestDir::new();
+    testing::refusals_change_nothing(&device(&dir));
+}
+
+#[test]
+fn too_many_buffers_are_refused() {
+    require_uring!("too_many_buffers_are_refused");
+    let dir = TestDir::new();
+    // Large enough that the blocks are in range: only the count is wrong.
+    let dev = device_sized(dir.path(), true, 2, 8 << 20);
+    let mut q = dev.open_queue().unwrap();
+    let bufs = (0..=MAX_BUFS).map(|_| dev.alloc_buf(BLOCK)).collect();
+    let refused = q.submit(Request::write(1, 0, bufs)).unwrap_err();
+    assert!(
+        matches!(refused.error, DeviceError::Misaligned { .. }),
+        "{}",
+        refused.error
+    );
+    assert_eq!(refused.request.into_bufs().len(), MAX_BUFS + 1);
+    assert_eq!(q.in_flight(), 0);
+}
+
+#[test]
+fn two_queues_on_two_threads() {
+    require_uring!("two_queues_on_two_threads");
+    let dir = TestDir::new();
+    testing::two_queues_on_two_threads(&device(&dir));
+}
+
+#[test]
+fn wait_hint_follows_the_request() {
+    require_uring!("wait_hint_follows_the_request");
+    let dir = TestDir::new();
+    let dev = device(&dir);
+    let mut q = dev.open_queue().unwrap();
+    assert_eq!(q.wait_hint(), WaitHint::Idle);
+    q.submit(Request::flush(1)).unwrap();
+    // Not yet given to the kernel: the reactor must poll, not sleep.
+    assert_eq!(q.wait_hint(), WaitHint::Ready);
+    let mut out = Vec::new();
+    q.poll(&mut out);
+    if out.is_empty() {
+        match q.wait_hint() {
+            WaitHint::Fd(fd) => {
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: pfd is one valid pollfd for the duration of the call.
+                let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+                assert_eq!(n, 1, "the eventfd did not signal the completion");
+                assert_eq!(q.wait_hint(), WaitHint::Ready);
+            }
+            WaitHint::Ready => {}
+            other => panic!("unexpected hint {other:?} with a flush in flight"),
+        }
+        out.extend(testing::wait(&mut q, 1));
+    }
+    assert_eq!(out.len(), 1);
+    assert!(out[0].result.is_ok());
+    assert_eq!(q.wait_hint(), WaitHint::Idle);
+}
+
+#[test]
+fn dropping_a_queue_waits_for_its_requests() {
+    require_uring!("dropping_a_queue_waits_for_its_requests");
+    let dir = TestDir::new();
+    let dev = device(&dir);
+    let mut q = dev.open_queue().unwrap();
+    for i in 0..4u64 {
+        let mut buf = dev.alloc_buf(BLOCK);
+        buf.fill(0x30 + i as u8);
+        q.submit(Request::write(i, i, vec![buf])).unwrap();
+    }
+    // Two given to the kernel, two still only in the ring.
+    q.poll(&mut Vec::new());
+    for i in 4..6u64 {
+        let mut buf = dev.alloc_buf(BLOCK);
+        buf.fill(0x30 + i as u8);
+        q.submit(Request::write(i, i, vec![buf])).unwrap();
+    }
+    drop(q);
+    let mut q = dev.open_queue().unwrap();
+    for i in 0..6u64 {
+        let back = testing::read_back(&dev, &mut q, i, 1);
+        assert!(back.iter().all(|&b| b == 0x30 + i as u8), "block {i}");
+    }
+}
+
+#[test]
+fn short_read_is_an_io_error() {
+    require_uring!("short_read_is_an_io_error");
+    let dir = TestDir::new();
+    let dev = device(&dir);
+    let mut q = dev.open_queue().unwrap();
+    // Cut the file behind the device's back: the read runs off its end.
+    dev.file.set_len(2 * BLOCK as u64).unwrap();
+    q.submit(Request::read(5, 1, vec![dev.alloc_buf(2 * BLOCK)]))
+        .unwrap();
+    let c = testing::wait(&mut q, 1).pop().unwrap();
+    let Err(DeviceError::Io {
+        kind, lba, source, ..
+    }) = &c.result
+    else {
+        panic!("expected an I/O error, got {:?}", c.result);
+    };
+    assert_eq!((*kind, *lba, c.tag), (IoKind::Read, 1, 5));
+    assert_eq!(source.kind(), io::ErrorKind::UnexpectedEof);
+    assert_eq!(c.bufs.len(), 1);
+}
+
+#[test]
+fn missing_and_too_small_files_are_refused() {
+    require_uring!("missing_and_too_small_files_are_refused");
+    let dir = TestDir::new();
+    let cfg = testing::file_config(&dir.path().join("uring.img"), 1 << 20, true);
+    let err = UringDevice::open(&cfg).unwrap_err();
+    assert!(matches!(err, DeviceError::Open { .. }), "{err:?}");
+    assert!(err.to_string().contains("stria format"), "{err}");
+    std::fs::write(cfg.path().unwrap(), [0u8; BLOCK]).unwrap();
+    let err = UringDevice::open(&cfg).unwrap_err();
+    assert!(matches!(err, DeviceError::TooSmall { .. }), "{err:?}");
+}
