@@ -22,6 +22,7 @@
 
 mod buf;
 mod error;
+pub mod sim;
 
 use std::fmt;
 use std::os::fd::RawFd;
