@@ -167,7 +167,9 @@ fn run(command: Command) -> Result<ExitCode, String> {
             devices,
         } => {
             if !(seconds > 0.0 && seconds <= 3600.0) {
-                return Err(format!("--seconds {seconds}: must be more than 0 and at most 3600"));
+                return Err(format!(
+                    "--seconds {seconds}: must be more than 0 and at most 3600"
+                ));
             }
             let configs = if config.is_empty() {
                 vec![Config::embedded_default()]

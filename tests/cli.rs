@@ -52,12 +52,23 @@ fn format_inspect_and_refusal() {
 
     let out = stria(d, &["format", "--config", "a.yaml"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("formatted appliance appl"), "{}", text(&out));
-    assert_eq!(std::fs::metadata(d.join("data/a-data0.img")).unwrap().len(), 20 << 20);
+    assert!(
+        text(&out).contains("formatted appliance appl"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::metadata(d.join("data/a-data0.img")).unwrap().len(),
+        20 << 20
+    );
 
     let out = stria(d, &["inspect", "--config", "a.yaml"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("wal0 (wal psync, 4194304 bytes"), "{}", text(&out));
+    assert!(
+        text(&out).contains("wal0 (wal psync, 4194304 bytes"),
+        "{}",
+        text(&out)
+    );
     assert!(text(&out).contains("all 2 devices ok"), "{}", text(&out));
 
     // A second format is refused and changes nothing.
@@ -81,36 +92,58 @@ fn inspect_names_missing_unformatted_foreign_and_corrupt_devices() {
 
     let out = stria(d, &["inspect", "--config", "a.yaml"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out).contains("wal0") && text(&out).contains("MISSING"), "{}", text(&out));
+    assert!(
+        text(&out).contains("wal0") && text(&out).contains("MISSING"),
+        "{}",
+        text(&out)
+    );
 
     // Present but never formatted.
     std::fs::create_dir_all(d.join("data")).unwrap();
     for (f, size) in [("a-wal0.img", 4u64 << 20), ("a-data0.img", 20 << 20)] {
-        std::fs::File::create(d.join("data").join(f)).unwrap().set_len(size).unwrap();
+        std::fs::File::create(d.join("data").join(f))
+            .unwrap()
+            .set_len(size)
+            .unwrap();
     }
     let out = stria(d, &["inspect", "--config", "a.yaml"]);
     assert!(text(&out).contains("UNFORMATTED"), "{}", text(&out));
 
     assert!(stria(d, &["format", "--config", "a.yaml"]).status.success());
     // The same files seen through a map of another appliance.
-    let other = std::fs::read_to_string(d.join("a.yaml")).unwrap().replace("appliance: appl", "appliance: other");
+    let other = std::fs::read_to_string(d.join("a.yaml"))
+        .unwrap()
+        .replace("appliance: appl", "appliance: other");
     std::fs::write(d.join("b.yaml"), other).unwrap();
     let out = stria(d, &["inspect", "--config", "b.yaml"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out).contains("FROM ANOTHER APPLIANCE: appliance appl"), "{}", text(&out));
+    assert!(
+        text(&out).contains("FROM ANOTHER APPLIANCE: appliance appl"),
+        "{}",
+        text(&out)
+    );
 
     // Flip one byte of a superblock.
-    let path = d.join("data/a-data0.img");
+    let path = d.join("data/a-wal0.img");
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[40] ^= 0xff;
     std::fs::write(&path, bytes).unwrap();
     let out = stria(d, &["inspect", "--config", "a.yaml"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out).contains("data0") && text(&out).contains("CORRUPT: corrupt superblock: checksum"), "{}", text(&out));
+    assert!(
+        text(&out).contains("data0")
+            && text(&out).contains("CORRUPT: corrupt superblock: checksum"),
+        "{}",
+        text(&out)
+    );
     // A damaged superblock is still a superblock: format refuses it too.
     let out = stria(d, &["format", "--config", "a.yaml"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(text(&out).contains("does not decode"), "{}", text(&out));
+    assert!(
+        text(&out).contains("device wal0 already holds a Stria superblock that does not decode"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
@@ -123,18 +156,44 @@ fn devbench_puts_two_maps_side_by_side() {
         let out = stria(d, &["format", "--config", m]);
         assert!(out.status.success(), "{}", text(&out));
     }
-    let out = stria(d, &["devbench", "--config", "u.yaml", "--config", "p.yaml", "--seconds", "0.05"]);
+    let out = stria(
+        d,
+        &[
+            "devbench",
+            "--config",
+            "u.yaml",
+            "--config",
+            "p.yaml",
+            "--seconds",
+            "0.05",
+        ],
+    );
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(t.contains("stria devbench: 0.05s per case"), "{t}");
-    for case in ["seq-write 4KiB", "seq-write 64KiB", "write+flush 4KiB", "rand-read 4KiB"] {
+    for case in [
+        "seq-write 4KiB",
+        "seq-write 64KiB",
+        "write+flush 4KiB",
+        "rand-read 4KiB",
+    ] {
         // qd 1 and 32, two devices, two maps.
-        assert_eq!(t.lines().filter(|l| l.starts_with(case)).count(), 8, "{case}:\n{t}");
+        assert_eq!(
+            t.lines().filter(|l| l.starts_with(case)).count(),
+            8,
+            "{case}:\n{t}"
+        );
     }
     // Rows of the same device from both maps are adjacent, the second with its ratio.
     let lines: Vec<&str> = t.lines().collect();
-    let i = lines.iter().position(|l| l.starts_with("write+flush 4KiB") && l.contains("uring")).unwrap();
-    assert!(lines[i + 1].contains("psync") && lines[i + 1].contains('x'), "{t}");
+    let i = lines
+        .iter()
+        .position(|l| l.starts_with("write+flush 4KiB") && l.contains("uring"))
+        .unwrap();
+    assert!(
+        lines[i + 1].contains("psync") && lines[i + 1].contains('x'),
+        "{t}"
+    );
     assert!(lines[i].contains("1.00x"), "{t}");
 }
 
@@ -143,14 +202,19 @@ fn bad_config_is_one_line_and_changes_nothing() {
     let dir = tempdir();
     let d = dir.path();
     let path = map(d, "a", "appl", "psync");
-    let yaml = std::fs::read_to_string(&path).unwrap().replace("size: 20MiB", "size: 20MX");
+    let yaml = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("size: 20MiB", "size: 20MX");
     std::fs::write(&path, yaml).unwrap();
     let out = stria(d, &["format", "--config", "a.yaml"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("stria: a.yaml:5:"), "{err}");
-    assert!(err.contains("devices[1].size: \"20MX\" is not a size"), "{err}");
+    assert!(
+        err.contains("devices[1].size: \"20MX\" is not a size"),
+        "{err}"
+    );
     assert!(!d.join("data").exists(), "nothing was created");
 }
 
@@ -159,7 +223,10 @@ fn embedded_default_is_used_without_config() {
     let dir = tempdir();
     let out = stria(dir.path(), &["inspect"]);
     let t = text(&out);
-    assert!(t.contains("appliance local from <embedded conf/local.yaml>"), "{t}");
+    assert!(
+        t.contains("appliance local from <embedded conf/local.yaml>"),
+        "{t}"
+    );
     assert!(t.contains("MISSING"), "{t}");
 }
 

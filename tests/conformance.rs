@@ -65,7 +65,11 @@ fn round_trip<D: Device>(dev: &D) {
     let data = pattern(dev, 1, 1);
     let c = one(&mut q, Request::write(7, 5, vec![data.clone()]));
     assert_eq!((c.tag, c.kind, c.lba), (7, IoKind::Write, 5));
-    assert_eq!(&c.bufs[0][..], &data[..], "write gives its buffer back intact");
+    assert_eq!(
+        &c.bufs[0][..],
+        &data[..],
+        "write gives its buffer back intact"
+    );
     assert_eq!(&read(dev, &mut q, 5, 1)[..], &data[..]);
     // The last block is addressable too.
     let last = BLOCKS - 1;
@@ -78,7 +82,10 @@ fn multi_buffer<D: Device>(dev: &D) {
     let parts = [pattern(dev, 1, 3), pattern(dev, 2, 4), pattern(dev, 1, 5)];
     let whole: Vec<u8> = parts.iter().flat_map(|b| b.iter().copied()).collect();
     one(&mut q, Request::write(1, 10, parts.to_vec()));
-    let c = one(&mut q, Request::read(2, 10, vec![dev.alloc_buf(3 * BS), dev.alloc_buf(BS)]));
+    let c = one(
+        &mut q,
+        Request::read(2, 10, vec![dev.alloc_buf(3 * BS), dev.alloc_buf(BS)]),
+    );
     let back: Vec<u8> = c.bufs.iter().flat_map(|b| b.iter().copied()).collect();
     assert_eq!(back, whole);
 }
@@ -87,29 +94,61 @@ fn bad_requests_change_nothing<D: Device>(dev: &D) {
     let mut q = dev.open_queue().unwrap();
     let before = pattern(dev, 2, 6);
     one(&mut q, Request::write(1, 20, vec![before.clone()]));
-    let bad = vec![
-        ("misaligned address", Request::write(2, 20, vec![IoBuf::with_offset(BS, 4096, 8)])),
-        ("partial block", Request::write(3, 20, vec![IoBuf::new(BS / 2)])),
-        ("past the end", Request::write(4, BLOCKS - 1, vec![pattern(dev, 2, 7)])),
-        ("LBA overflow", Request::write(5, u64::MAX, vec![pattern(dev, 1, 7)])),
+    let mut bad = vec![
+        (
+            "partial block",
+            Request::write(3, 20, vec![IoBuf::new(BS / 2)]),
+        ),
+        (
+            "past the end",
+            Request::write(4, BLOCKS - 1, vec![pattern(dev, 2, 7)]),
+        ),
+        (
+            "LBA overflow",
+            Request::write(5, u64::MAX, vec![pattern(dev, 1, 7)]),
+        ),
         ("no buffers", Request::write(6, 20, vec![])),
-        ("read past the end", Request::read(7, BLOCKS, vec![dev.alloc_buf(BS)])),
+        (
+            "read past the end",
+            Request::read(7, BLOCKS, vec![dev.alloc_buf(BS)]),
+        ),
     ];
+    // Buffered psync takes any address; the others need aligned memory.
+    let align = dev.info().mem_align;
+    if align > 1 {
+        let odd = IoBuf::with_offset(BS, 4096, align / 2);
+        bad.push(("misaligned address", Request::write(2, 20, vec![odd])));
+        let odd = IoBuf::with_offset(BS, 4096, align / 2);
+        bad.push(("misaligned read", Request::read(8, 20, vec![odd])));
+    }
     for (what, req) in bad {
         let nbufs = match &req.op {
-            stria::device::Op::Write { bufs, .. } | stria::device::Op::Read { bufs, .. } => bufs.len(),
+            stria::device::Op::Write { bufs, .. } | stria::device::Op::Read { bufs, .. } => {
+                bufs.len()
+            }
             stria::device::Op::Flush => 0,
         };
         let rejected = q.submit(req).expect_err(what);
         assert!(
-            matches!(rejected.error, DeviceError::Misaligned { .. } | DeviceError::OutOfRange { .. }),
+            matches!(
+                rejected.error,
+                DeviceError::Misaligned { .. } | DeviceError::OutOfRange { .. }
+            ),
             "{what}: {}",
             rejected.error
         );
-        assert_eq!(rejected.request.into_bufs().len(), nbufs, "{what}: buffers come back");
+        assert_eq!(
+            rejected.request.into_bufs().len(),
+            nbufs,
+            "{what}: buffers come back"
+        );
         assert_eq!(q.in_flight(), 0, "{what}: nothing in flight");
     }
-    assert_eq!(&read(dev, &mut q, 20, 2)[..], &before[..], "nothing changed");
+    assert_eq!(
+        &read(dev, &mut q, 20, 2)[..],
+        &before[..],
+        "nothing changed"
+    );
 }
 
 fn flush_completes<D: Device>(dev: &D) {
@@ -124,11 +163,17 @@ fn queue_depth_limit_holds<D: Device>(dev: &D) {
     let mut q = dev.open_queue().unwrap();
     let depth = q.info().queue_depth as usize;
     for i in 0..depth {
-        q.submit(Request::write(i as u64, 100 + i as u64, vec![pattern(dev, 1, i as u64)]))
-            .unwrap_or_else(|r| panic!("request {i} of {depth} refused: {}", r.error));
+        q.submit(Request::write(
+            i as u64,
+            100 + i as u64,
+            vec![pattern(dev, 1, i as u64)],
+        ))
+        .unwrap_or_else(|r| panic!("request {i} of {depth} refused: {}", r.error));
     }
     assert_eq!(q.in_flight(), depth);
-    let over = q.submit(Request::flush(999)).expect_err("one more than the depth");
+    let over = q
+        .submit(Request::flush(999))
+        .expect_err("one more than the depth");
     assert!(over.error.is_queue_full(), "{}", over.error);
     let mut done = Vec::new();
     while done.len() < depth {
@@ -139,7 +184,10 @@ fn queue_depth_limit_holds<D: Device>(dev: &D) {
     assert!(done.iter().all(|c| c.result.is_ok()));
     assert_eq!(q.in_flight(), 0);
     for i in 0..depth {
-        assert_eq!(&read(dev, &mut q, 100 + i as u64, 1)[..], &pattern(dev, 1, i as u64)[..]);
+        assert_eq!(
+            &read(dev, &mut q, 100 + i as u64, 1)[..],
+            &pattern(dev, 1, i as u64)[..]
+        );
     }
 }
 
@@ -151,10 +199,17 @@ fn many_in_flight<D: Device>(dev: &D) {
     let done = run_all(&mut q, reqs);
     let mut tags: Vec<u64> = done.iter().map(|c| c.tag).collect();
     tags.sort_unstable();
-    assert_eq!(tags, (0..256).collect::<Vec<_>>(), "every tag completes once");
+    assert_eq!(
+        tags,
+        (0..256).collect::<Vec<_>>(),
+        "every tag completes once"
+    );
     assert!(done.iter().all(|c| c.result.is_ok()));
     for i in (0..256u64).step_by(17) {
-        assert_eq!(&read(dev, &mut q, 512 + i * 2, 2)[..], &pattern(dev, 2, i)[..]);
+        assert_eq!(
+            &read(dev, &mut q, 512 + i * 2, 2)[..],
+            &pattern(dev, 2, i)[..]
+        );
     }
 }
 
@@ -181,7 +236,11 @@ fn several_reactors_at_once<D: Device + Clone>(dev: &D) {
     for t in 0..4u64 {
         for i in (0..128u64).step_by(9) {
             let got = read(dev, &mut q, 1024 + t * 256 + i, 1);
-            assert_eq!(&got[..], &pattern(dev, 1, t * 1000 + i)[..], "thread {t} block {i}");
+            assert_eq!(
+                &got[..],
+                &pattern(dev, 1, t * 1000 + i)[..],
+                "thread {t} block {i}"
+            );
         }
     }
 }

@@ -39,10 +39,14 @@ impl fmt::Display for DeviceState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceState::Ok(sb) => write!(f, "ok: {sb}"),
-            DeviceState::InMemory => f.write_str("in memory (sim): formatted each time it is opened"),
+            DeviceState::InMemory => {
+                f.write_str("in memory (sim): formatted each time it is opened")
+            }
             DeviceState::Missing(why) => write!(f, "MISSING: {why}; run `stria format`"),
             DeviceState::Unusable(why) => write!(f, "UNUSABLE: {why}"),
-            DeviceState::Unformatted => f.write_str("UNFORMATTED: no Stria superblock; run `stria format`"),
+            DeviceState::Unformatted => {
+                f.write_str("UNFORMATTED: no Stria superblock; run `stria format`")
+            }
             DeviceState::Corrupt(why) => write!(f, "CORRUPT: {why}"),
             DeviceState::Foreign(sb) => write!(f, "FROM ANOTHER APPLIANCE: {sb}"),
             DeviceState::Mismatch(sb, why) => write!(f, "MISMATCH: {why}: {sb}"),
@@ -93,7 +97,9 @@ fn state_of(cfg: &Config, index: usize, dev: &DeviceConfig) -> DeviceState {
     }
     let opened = match AnyDevice::open(dev) {
         Ok(opened) => opened,
-        Err(e @ DeviceError::Open { .. }) if is_not_found(&e) => return DeviceState::Missing(e.to_string()),
+        Err(e @ DeviceError::Open { .. }) if is_not_found(&e) => {
+            return DeviceState::Missing(e.to_string())
+        }
         Err(e) => return DeviceState::Unusable(e.to_string()),
     };
     let sb = match read_superblock(&opened) {
@@ -107,16 +113,28 @@ fn state_of(cfg: &Config, index: usize, dev: &DeviceConfig) -> DeviceState {
     }
     let mut problems = Vec::new();
     if sb.device != dev.name {
-        problems.push(format!("formatted as device {}, the map calls it {}", sb.device, dev.name));
+        problems.push(format!(
+            "formatted as device {}, the map calls it {}",
+            sb.device, dev.name
+        ));
     }
     if sb.device_index as usize != index {
-        problems.push(format!("formatted as device #{}, the map has it at #{index}", sb.device_index));
+        problems.push(format!(
+            "formatted as device #{}, the map has it at #{index}",
+            sb.device_index
+        ));
     }
     if sb.role != dev.role {
-        problems.push(format!("formatted for role {}, the map says {}", sb.role, dev.role));
+        problems.push(format!(
+            "formatted for role {}, the map says {}",
+            sb.role, dev.role
+        ));
     }
     if sb.block_size != dev.block_size {
-        problems.push(format!("formatted with {}-byte blocks, the map says {}", sb.block_size, dev.block_size));
+        problems.push(format!(
+            "formatted with {}-byte blocks, the map says {}",
+            sb.block_size, dev.block_size
+        ));
     }
     if sb.capacity_blocks > opened.info().capacity_blocks {
         problems.push(format!(

@@ -25,8 +25,8 @@ pub(crate) fn read_superblock(
 ) -> Result<Result<Superblock, SuperblockError>, DeviceError> {
     let mut queue = dev.open_queue()?;
     let bs = dev.info().block_size as usize;
-    let done = wait::run(&mut queue, Request::read(0, 0, vec![dev.alloc_buf(bs)]))
-        .map_err(|r| r.error)?;
+    let done =
+        wait::run(&mut queue, Request::read(0, 0, vec![dev.alloc_buf(bs)])).map_err(|r| r.error)?;
     done.result?;
     Ok(Superblock::decode(&done.bufs[0]))
 }

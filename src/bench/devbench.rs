@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::device::{standard_cases, Case, CaseResult, Job, Pattern};
 use super::latency::fmt_us;
 use super::table::Table;
-use crate::config::{Config, IdlePolicy, DeviceConfig, RESERVED_BYTES};
+use crate::config::{Config, DeviceConfig, IdlePolicy, RESERVED_BYTES};
 use crate::device::{AnyDevice, AnyQueue, Device, DeviceError};
 use crate::reactor::{self, Progress, ReactorConfig, ReactorError, WaitHint, Work};
 
@@ -65,7 +65,9 @@ pub struct DevbenchReport {
 pub fn run(configs: &[Config], opts: &DevbenchOptions) -> Result<DevbenchReport, DevbenchError> {
     for name in &opts.devices {
         if !configs.iter().any(|c| c.device(name).is_some()) {
-            return Err(DevbenchError::Usage(format!("--device {name}: no such device in the maps given")));
+            return Err(DevbenchError::Usage(format!(
+                "--device {name}: no such device in the maps given"
+            )));
         }
     }
     let mut rows = Vec::new();
@@ -121,9 +123,19 @@ fn prefill(dev: &AnyDevice, cfg: &DeviceConfig, rcfg: &ReactorConfig) -> Result<
     // Long enough to cover the region at a slow disk's pace; the job stops
     // once every request of the last pass has completed.
     let passes = bytes.div_ceil(case.block as u64) as usize;
-    let res = run_job(dev, case, region.start..region.start + blocks, Duration::from_secs(3600), Some(passes), rcfg)?;
+    let res = run_job(
+        dev,
+        case,
+        region.start..region.start + blocks,
+        Duration::from_secs(3600),
+        Some(passes),
+        rcfg,
+    )?;
     if let Some(e) = res.first_error {
-        return Err(DevbenchError::Usage(format!("{}: prefilling the read region failed: {e}", cfg.name)));
+        return Err(DevbenchError::Usage(format!(
+            "{}: prefilling the read region failed: {e}",
+            cfg.name
+        )));
     }
     Ok(())
 }
@@ -202,13 +214,18 @@ fn run_job(
             }
             job
         });
-        BenchWork { job, done: Some(tx) }
+        BenchWork {
+            job,
+            done: Some(tx),
+        }
     })?;
     let result = rx.recv();
     reactor.stop()?;
     match result {
         Ok(outcome) => Ok(outcome?),
-        Err(_) => Err(DevbenchError::Usage("the bench reactor stopped before its job finished".into())),
+        Err(_) => Err(DevbenchError::Usage(
+            "the bench reactor stopped before its job finished".into(),
+        )),
     }
 }
 
@@ -245,17 +262,25 @@ impl DevbenchReport {
         let mut order: Vec<&Row> = self.rows.iter().collect();
         let config_index = |r: &Row| configs.iter().position(|c| *c == r.config).unwrap_or(0);
         let case_index = |r: &Row| cases.iter().position(|c| *c == r.result.case).unwrap_or(0);
-        let device_order = |r: &Row| self.rows.iter().position(|x| x.device == r.device).unwrap_or(0);
+        let device_order = |r: &Row| {
+            self.rows
+                .iter()
+                .position(|x| x.device == r.device)
+                .unwrap_or(0)
+        };
         order.sort_by_key(|r| (case_index(r), device_order(r), config_index(r)));
 
         let mut t = Table::new([
-            "case", "qd", "device", "backend", "map", "IOPS", "MB/s", "p50 us", "p99 us", "p99.9 us",
-            "vs first", "errors",
+            "case", "qd", "device", "backend", "map", "IOPS", "MB/s", "p50 us", "p99 us",
+            "p99.9 us", "vs first", "errors",
         ]);
         for r in order {
             let res = &r.result;
             let s = res.latency.summary();
-            let first = self.rows.iter().find(|x| x.device == r.device && x.result.case == res.case);
+            let first = self
+                .rows
+                .iter()
+                .find(|x| x.device == r.device && x.result.case == res.case);
             let ratio = match first {
                 Some(f) if configs.len() > 1 && f.result.iops() > 0.0 => {
                     format!("{:.2}x", res.iops() / f.result.iops())

@@ -18,12 +18,14 @@
 //! write is visible to reads at once, durable or not.
 //!
 //! Engines are written against the traits here, never a backend; the
-//! `AnyDevice` enum picks a backend at run time from the device map.
+//! [`AnyDevice`] enum picks a backend at run time from the device map.
 
+mod any;
 mod buf;
 mod error;
 mod file;
 pub mod psync;
+pub mod sim;
 pub mod uring;
 pub mod wait;
 
@@ -31,6 +33,7 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::time::Instant;
 
+pub use any::{AnyDevice, AnyQueue};
 pub use buf::{IoBuf, DEFAULT_ALIGN};
 pub use error::{DeviceError, Result};
 pub use file::create as create_file;

@@ -1,0 +1,291 @@
+//! The mutable state of one simulated device, shared by its queues.
+//!
+//! Every queue operation first advances the device to the present: requests
+//! whose due time has passed complete, device-wide, in due-time order (ties
+//! in submission order), whichever queue they came from. Their effects land
+//! on the media in that order and their completions wait in their queue's
+//! list until that queue polls. So a write completes, and becomes visible to
+//! reads from every queue, at its due time, not when its owner happens to
+//! poll.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::time::Instant;
+
+use super::faults::Faults;
+use super::media::Media;
+use super::timing::Timing;
+use super::SimStats;
+use crate::config::SimConfig;
+use crate::device::{
+    check_request, Completion, DeviceError, DeviceInfo, IoKind, Op, Rejected, Request,
+};
+
+/// Requests are ordered by when they complete, then by operation number.
+type Key = (Instant, u64);
+
+/// An accepted request that has not completed yet.
+struct InFlight {
+    queue: u64,
+    req: Request,
+    /// Why it will fail, when fault injection picked it.
+    failure: Option<String>,
+    /// For a flush: the media's write watermark when it was submitted.
+    covers: u64,
+}
+
+/// What one queue is waiting for.
+#[derive(Default)]
+struct QueueState {
+    /// Completions not yet returned by `poll`.
+    done: Vec<Completion>,
+    /// Its requests still in flight.
+    pending: BTreeSet<Key>,
+}
+
+/// A write that was in flight when the device lost power.
+pub(super) struct LostWrite {
+    pub lba: u64,
+    pub data: Box<[u8]>,
+}
+
+pub(super) struct State {
+    pub info: DeviceInfo,
+    pub model: SimConfig,
+    pub media: Media,
+    /// `Some(why)` once the device is offline.
+    pub offline: Option<String>,
+    /// Writes in flight when the device went offline, in submission order.
+    pub lost: Vec<LostWrite>,
+    pub stats: SimStats,
+    timing: Timing,
+    faults: Faults,
+    next_op: u64,
+    in_flight: BTreeMap<Key, InFlight>,
+    queues: HashMap<u64, QueueState>,
+    next_queue: u64,
+}
+
+impl State {
+    pub(super) fn new(info: DeviceInfo, model: SimConfig, media: Media) -> State {
+        State {
+            timing: Timing::new(&model),
+            faults: Faults::new(&model.faults, model.seed),
+            info,
+            model,
+            media,
+            offline: None,
+            lost: Vec::new(),
+            stats: SimStats::default(),
+            next_op: 0,
+            in_flight: BTreeMap::new(),
+            queues: HashMap::new(),
+            next_queue: 0,
+        }
+    }
+
+    pub(super) fn open_queue(&mut self) -> u64 {
+        let id = self.next_queue;
+        self.next_queue += 1;
+        self.queues.insert(id, QueueState::default());
+        id
+    }
+
+    /// Forgets a queue. Its requests still in flight complete on the device
+    /// all the same; their completions are discarded.
+    pub(super) fn close_queue(&mut self, queue: u64) {
+        self.queues.remove(&queue);
+    }
+
+    /// Accepts `req` from `queue`, which has `outstanding` requests not yet
+    /// returned by `poll`, or refuses it with nothing changed.
+    pub(super) fn submit(
+        &mut self,
+        queue: u64,
+        req: Request,
+        outstanding: usize,
+    ) -> Result<(), Rejected> {
+        let now = Instant::now();
+        self.advance(now);
+        if let Some(why) = &self.offline {
+            let error = offline(&self.info.name, &req, why);
+            return self.refuse(req, error);
+        }
+        if let Err(error) = check_request(&self.info, &req, outstanding) {
+            return self.refuse(req, error);
+        }
+        let op = self.next_op;
+        self.next_op += 1;
+        if self.model.faults.power_cut_at_op == Some(op) {
+            let why = format!("power cut at op {op}");
+            let error = offline(&self.info.name, &req, &why);
+            self.cut_power(why);
+            return self.refuse(req, error);
+        }
+        let kind = req.kind();
+        match kind {
+            IoKind::Write => self.stats.writes += 1,
+            IoKind::Read => self.stats.reads += 1,
+            IoKind::Flush => self.stats.flushes += 1,
+        }
+        let failure = self.faults.fate(op, kind);
+        let key = (self.timing.due(now, kind, req.bytes()), op);
+        let covers = self.media.watermark();
+        if let Some(q) = self.queues.get_mut(&queue) {
+            q.pending.insert(key);
+        }
+        let entry = InFlight {
+            queue,
+            req,
+            failure,
+            covers,
+        };
+        self.in_flight.insert(key, entry);
+        Ok(())
+    }
+
+    fn refuse(&mut self, request: Request, error: DeviceError) -> Result<(), Rejected> {
+        self.stats.refused += 1;
+        Err(Rejected { error, request })
+    }
+
+    /// Advances to `now`, then moves `queue`'s completions into `out`.
+    pub(super) fn poll(&mut self, queue: u64, out: &mut Vec<Completion>) -> usize {
+        self.advance(Instant::now());
+        let Some(q) = self.queues.get_mut(&queue) else {
+            return 0;
+        };
+        let n = q.done.len();
+        out.append(&mut q.done);
+        n
+    }
+
+    /// When `queue` should next be polled, given it has requests outstanding.
+    pub(super) fn next_due(&self, queue: u64) -> Option<Instant> {
+        let q = self.queues.get(&queue)?;
+        if !q.done.is_empty() {
+            return Some(Instant::now());
+        }
+        q.pending.first().map(|&(due, _)| due)
+    }
+
+    /// Completes every request due by `now`, in due order.
+    pub(super) fn advance(&mut self, now: Instant) {
+        if self.offline.is_some() {
+            return;
+        }
+        while let Some(entry) = self.in_flight.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (key, inflight) = entry.remove_entry();
+            self.complete(key, inflight);
+        }
+    }
+
+    fn complete(&mut self, key: Key, inflight: InFlight) {
+        let InFlight {
+            queue,
+            mut req,
+            failure,
+            covers,
+        } = inflight;
+        let result = match failure {
+            Some(why) => {
+                self.stats.errors_injected += 1;
+                Err(DeviceError::Io {
+                    device: self.info.name.clone(),
+                    kind: req.kind(),
+                    lba: req.lba(),
+                    source: io::Error::other(why),
+                })
+            }
+            None => {
+                self.apply(&mut req, covers);
+                Ok(())
+            }
+        };
+        if let Some(q) = self.queues.get_mut(&queue) {
+            q.pending.remove(&key);
+            q.done.push(Completion::of(req, result));
+        }
+    }
+
+    /// Makes a successful request take effect on the media.
+    fn apply(&mut self, req: &mut Request, covers: u64) {
+        let bs = self.info.block_size as usize;
+        match &mut req.op {
+            Op::Write { lba, bufs } => {
+                let data = gather(bufs);
+                self.stats.bytes_written += data.len() as u64;
+                self.media.write(*lba, data);
+            }
+            Op::Read { lba, bufs } => {
+                let mut at = *lba;
+                for buf in bufs.iter_mut() {
+                    self.media.read(at, buf);
+                    at += (buf.len() / bs) as u64;
+                    self.stats.bytes_read += buf.len() as u64;
+                }
+            }
+            Op::Flush => self.media.flush(covers),
+        }
+    }
+
+    /// Takes the device offline for `why`: nothing completes any more, every
+    /// request in flight or completed but not yet polled is reported
+    /// offline, and the writes in flight are kept for the crash to decide.
+    pub(super) fn cut_power(&mut self, why: String) {
+        if self.offline.is_some() {
+            return;
+        }
+        let mut in_flight: Vec<(Key, InFlight)> =
+            std::mem::take(&mut self.in_flight).into_iter().collect();
+        in_flight.sort_by_key(|((_, op), _)| *op);
+        for (_, inflight) in in_flight {
+            let InFlight { queue, req, .. } = inflight;
+            if let Op::Write { lba, bufs } = &req.op {
+                self.lost.push(LostWrite {
+                    lba: *lba,
+                    data: gather(bufs),
+                });
+            }
+            if let Some(q) = self.queues.get_mut(&queue) {
+                let error = offline(&self.info.name, &req, &why);
+                q.done.push(Completion::of(req, Err(error)));
+            }
+        }
+        for q in self.queues.values_mut() {
+            q.pending.clear();
+            for c in &mut q.done {
+                if c.result.is_ok() {
+                    c.result = Err(DeviceError::Offline {
+                        device: self.info.name.clone(),
+                        kind: c.kind,
+                        lba: c.lba,
+                        why: why.clone(),
+                    });
+                }
+            }
+        }
+        self.offline = Some(why);
+    }
+}
+
+fn offline(device: &str, req: &Request, why: &str) -> DeviceError {
+    DeviceError::Offline {
+        device: device.to_string(),
+        kind: req.kind(),
+        lba: req.lba(),
+        why: why.to_string(),
+    }
+}
+
+/// The buffers' bytes, back to back.
+fn gather(bufs: &[crate::device::IoBuf]) -> Box<[u8]> {
+    let mut data = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+    for buf in bufs {
+        data.extend_from_slice(buf);
+    }
+    data.into_boxed_slice()
+}
