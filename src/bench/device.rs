@@ -128,7 +128,13 @@ pub struct Job<Q: Queue> {
     /// Requests issued so far, and the most it may issue.
     issued: u64,
     issue_limit: u64,
+    /// The settling flush: submitted, and completed.
+    settle_sent: bool,
+    settled: bool,
 }
+
+/// The tag of the flush a job sends before it starts the clock.
+const SETTLE_TAG: u64 = u64::MAX;
 
 impl<Q: Queue> Job<Q> {
     /// A job of `case` over the LBAs in `region`, running for `duration`
@@ -176,6 +182,8 @@ impl<Q: Queue> Job<Q> {
             in_flight: 0,
             issued: 0,
             issue_limit: u64::MAX,
+            settle_sent: false,
+            settled: false,
         }
     }
 
@@ -197,7 +205,7 @@ impl<Q: Queue> Job<Q> {
     pub fn wait_hint(&self) -> WaitHint {
         if self.is_done() {
             WaitHint::Idle
-        } else if self.start.is_none() {
+        } else if !self.settle_sent || (self.settled && self.start.is_none()) {
             WaitHint::Ready
         } else {
             self.queue.wait_hint()
@@ -260,6 +268,9 @@ impl<Q: Queue> Job<Q> {
         if self.is_done() {
             return 0;
         }
+        if !self.settled {
+            return self.settle();
+        }
         let now = Instant::now();
         let mut progress = 0;
         if self.start.is_none() {
@@ -309,6 +320,33 @@ impl<Q: Queue> Job<Q> {
             self.ended = Some(now);
         }
         progress
+    }
+
+    /// Before the clock starts, one flush makes durable whatever earlier
+    /// cases left in the device's (or the kernel's) cache, so that a case
+    /// does not pay for its predecessor's writeback.
+    fn settle(&mut self) -> usize {
+        if !self.settle_sent {
+            if let Err(rejected) = self.queue.submit(Request::flush(SETTLE_TAG)) {
+                self.note_error(rejected.error.to_string());
+                self.settled = true;
+            }
+            self.settle_sent = true;
+            return 1;
+        }
+        let mut done = std::mem::take(&mut self.completions);
+        done.clear();
+        self.queue.poll(&mut done);
+        for c in done.drain(..) {
+            if c.tag == SETTLE_TAG {
+                if let Err(e) = c.result {
+                    self.note_error(format!("settling flush: {e}"));
+                }
+                self.settled = true;
+            }
+        }
+        self.completions = done;
+        usize::from(self.settled)
     }
 
     /// The figures, once [`Job::is_done`].
