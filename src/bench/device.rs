@@ -365,3 +365,117 @@ impl<Q: Queue> Job<Q> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SimConfig;
+    use crate::device::sim::SimDevice;
+    use crate::device::{wait, Device};
+
+    fn run<D: Device>(dev: &D, case: Case, duration: Duration) -> CaseResult {
+        let info = dev.info().clone();
+        let queue = dev.open_queue().unwrap();
+        let mut job = Job::new(queue, case, 256..info.capacity_blocks, duration, 7, |len| {
+            dev.alloc_buf(len)
+        });
+        while !job.is_done() {
+            if job.poll() == 0 {
+                wait::wait(job.wait_hint(), Duration::from_millis(2));
+            }
+        }
+        job.result()
+    }
+
+    fn sim(write_us: u64, flush_us: u64) -> SimDevice {
+        let model = SimConfig {
+            write_us,
+            read_us: write_us,
+            flush_us,
+            bandwidth: 0,
+            ..SimConfig::default()
+        };
+        SimDevice::new("b0", 4096, 8192, 32, model)
+    }
+
+    #[test]
+    fn latency_reflects_the_device_model() {
+        let dev = sim(200, 300);
+        let case = Case {
+            pattern: Pattern::WriteFlush,
+            block: 4096,
+            qd: 1,
+        };
+        let r = run(&dev, case, Duration::from_millis(50));
+        assert_eq!(r.errors, 0, "{:?}", r.first_error);
+        assert!(r.ops > 0);
+        let s = r.latency.summary();
+        // A pair is a 200 us write then a 300 us flush, one after the other.
+        assert!(s.p50_us >= 500.0, "{s}");
+        assert_eq!(r.bytes, r.ops * 4096);
+    }
+
+    #[test]
+    fn keeps_its_queue_depth_busy_and_stops_on_time() {
+        let dev = sim(100, 0);
+        let case = Case {
+            pattern: Pattern::SeqWrite,
+            block: 8192,
+            qd: 16,
+        };
+        let started = Instant::now();
+        let r = run(&dev, case, Duration::from_millis(40));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(r.qd, 16);
+        // 16 in flight at 100 us each: far more than one at a time could do.
+        assert!(r.iops() > 2.0 * 1e6 / 100.0, "{} IOPS", r.iops());
+        assert!(dev.stats().writes >= r.ops);
+    }
+
+    #[test]
+    fn an_op_limit_ends_the_job_early() {
+        let dev = sim(0, 0);
+        let queue = dev.open_queue().unwrap();
+        let case = Case {
+            pattern: Pattern::SeqWrite,
+            block: 4096,
+            qd: 4,
+        };
+        let mut job = Job::new(
+            queue,
+            case,
+            256..1024,
+            Duration::from_secs(3600),
+            1,
+            |len| dev.alloc_buf(len),
+        );
+        job.limit_ops(10);
+        while !job.is_done() {
+            if job.poll() == 0 {
+                wait::wait(job.wait_hint(), Duration::from_millis(2));
+            }
+        }
+        assert_eq!(job.result().ops, 10);
+    }
+
+    #[test]
+    fn device_errors_are_counted_not_hidden() {
+        let mut model = SimConfig {
+            write_us: 0,
+            read_us: 0,
+            flush_us: 0,
+            bandwidth: 0,
+            ..SimConfig::default()
+        };
+        model.faults.fail_ops = vec![3, 5];
+        let dev = SimDevice::new("b1", 4096, 4096, 8, model);
+        let case = Case {
+            pattern: Pattern::SeqWrite,
+            block: 4096,
+            qd: 2,
+        };
+        let r = run(&dev, case, Duration::from_millis(20));
+        assert_eq!(r.errors, 2);
+        assert!(r.first_error.unwrap().contains("injected"));
+    }
+}

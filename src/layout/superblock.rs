@@ -132,7 +132,7 @@ impl fmt::Display for Superblock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "appliance {} ({:032x}), device {} #{} ({}), {} blocks of {} bytes, format v{}, formatted at {}",
+            "appliance {} ({:032x}), device {} #{} ({}), {} blocks of {} bytes, format v{}, formatted {}",
             self.appliance,
             self.appliance_id,
             self.device,
@@ -141,7 +141,9 @@ impl fmt::Display for Superblock {
             self.capacity_blocks,
             self.block_size,
             self.version,
-            self.formatted_at
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(self.formatted_at)
+            )
         )
     }
 }
