@@ -260,16 +260,25 @@ fn sim() -> SimDevice {
 
 fn file_cfg(dir: &Path, backend: &str) -> DeviceConfig {
     let path = dir.join(format!("{backend}.img"));
-    let backend = match backend {
-        "psync" => BackendConfig::Psync { path },
-        _ => BackendConfig::Uring { path, direct: true },
+    let (backend, queue_depth) = match backend {
+        "psync" => (BackendConfig::Psync { path }, QD),
+        "uring" => (BackendConfig::Uring { path, direct: true }, QD),
+        // Through the page cache, with a depth that is not a power of two
+        // (the ring is rounded up; the queue must still stop at 5).
+        _ => (
+            BackendConfig::Uring {
+                path,
+                direct: false,
+            },
+            5,
+        ),
     };
     let cfg = DeviceConfig {
         name: "dev0".into(),
         role: Role::Wal,
         size: BLOCKS * BS as u64,
         block_size: BS as u32,
-        queue_depth: QD,
+        queue_depth,
         backend,
     };
     stria::device::AnyDevice::create(&cfg).expect("create the backing file");
@@ -286,7 +295,7 @@ fn with_psync(case: impl FnOnce(&PsyncDevice)) {
     case(&PsyncDevice::open(&file_cfg(dir.path(), "psync")).expect("open psync"));
 }
 
-fn with_uring(name: &str, case: impl FnOnce(&UringDevice)) {
+fn with_uring(name: &str, variant: &str, case: impl FnOnce(&UringDevice)) {
     if let Err(why) = uring_available() {
         if std::env::var_os("STRIA_REQUIRE_URING").is_some() {
             panic!("{name}: io_uring is required but unavailable: {why}");
@@ -296,7 +305,7 @@ fn with_uring(name: &str, case: impl FnOnce(&UringDevice)) {
         return;
     }
     let dir = tempdir();
-    case(&UringDevice::open(&file_cfg(dir.path(), "uring")).expect("open uring"));
+    case(&UringDevice::open(&file_cfg(dir.path(), variant)).expect("open uring"));
 }
 
 macro_rules! suite {
@@ -309,7 +318,12 @@ macro_rules! suite {
         }
         mod uring_backend {
             $( #[test] fn $case() {
-                super::with_uring(concat!("uring_backend::", stringify!($case)), |d| super::$case(d));
+                super::with_uring(concat!("uring_backend::", stringify!($case)), "uring", |d| super::$case(d));
+            } )*
+        }
+        mod uring_buffered_backend {
+            $( #[test] fn $case() {
+                super::with_uring(concat!("uring_buffered_backend::", stringify!($case)), "uring-buffered", |d| super::$case(d));
             } )*
         }
     };

@@ -147,44 +147,6 @@ mod tests {
     }
 
     #[test]
-    fn round_trip() {
-        let dir = TestDir::new();
-        testing::round_trip(&device(&dir));
-    }
-
-    #[test]
-    fn multi_buffer_write_and_read() {
-        let dir = TestDir::new();
-        testing::multi_buffer(&device(&dir));
-    }
-
-    #[test]
-    fn unpolled_completions_fill_the_queue() {
-        let dir = TestDir::new();
-        let dev = device(&dir);
-        testing::many_in_flight(&dev, dev.info().queue_depth as usize);
-        testing::depth_limit(&dev);
-    }
-
-    #[test]
-    fn flush_completes() {
-        let dir = TestDir::new();
-        testing::flush(&device(&dir));
-    }
-
-    #[test]
-    fn bad_requests_are_refused_and_change_nothing() {
-        let dir = TestDir::new();
-        testing::refusals_change_nothing(&device(&dir));
-    }
-
-    #[test]
-    fn two_queues_on_two_threads() {
-        let dir = TestDir::new();
-        testing::two_queues_on_two_threads(&device(&dir));
-    }
-
-    #[test]
     fn writes_are_visible_through_another_queue_at_once() {
         let dir = TestDir::new();
         let dev = device(&dir);

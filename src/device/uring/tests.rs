@@ -43,63 +43,6 @@ fn reports_whether_uring_runs_here() {
 }
 
 #[test]
-fn round_trip() {
-    require_uring!("round_trip");
-    let dir = TestDir::new();
-    let dev = device(&dir);
-    assert_eq!(dev.info().mem_align, 4096);
-    testing::round_trip(&dev);
-}
-
-#[test]
-fn round_trip_buffered() {
-    require_uring!("round_trip_buffered");
-    let dir = TestDir::new();
-    let dev = device_with(dir.path(), false, 8);
-    assert_eq!(dev.info().mem_align, 1);
-    testing::round_trip(&dev);
-    testing::multi_buffer(&dev);
-}
-
-#[test]
-fn multi_buffer_write_and_read() {
-    require_uring!("multi_buffer_write_and_read");
-    let dir = TestDir::new();
-    testing::multi_buffer(&device(&dir));
-}
-
-#[test]
-fn thirty_two_requests_in_flight() {
-    require_uring!("thirty_two_requests_in_flight");
-    let dir = TestDir::new();
-    testing::many_in_flight(&device_with(dir.path(), true, 32), 32);
-}
-
-#[test]
-fn queue_depth_limit() {
-    require_uring!("queue_depth_limit");
-    let dir = TestDir::new();
-    testing::depth_limit(&device(&dir));
-    // A depth that is not a power of two still holds exactly that many.
-    let dir = TestDir::new();
-    testing::depth_limit(&device_with(dir.path(), true, 5));
-}
-
-#[test]
-fn flush_completes() {
-    require_uring!("flush_completes");
-    let dir = TestDir::new();
-    testing::flush(&device(&dir));
-}
-
-#[test]
-fn bad_requests_are_refused_and_change_nothing() {
-    require_uring!("bad_requests_are_refused_and_change_nothing");
-    let dir = TestDir::new();
-    testing::refusals_change_nothing(&device(&dir));
-}
-
-#[test]
 fn too_many_buffers_are_refused() {
     require_uring!("too_many_buffers_are_refused");
     let dir = TestDir::new();
@@ -115,13 +58,6 @@ fn too_many_buffers_are_refused() {
     );
     assert_eq!(refused.request.into_bufs().len(), MAX_BUFS + 1);
     assert_eq!(q.in_flight(), 0);
-}
-
-#[test]
-fn two_queues_on_two_threads() {
-    require_uring!("two_queues_on_two_threads");
-    let dir = TestDir::new();
-    testing::two_queues_on_two_threads(&device(&dir));
 }
 
 #[test]
