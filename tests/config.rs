@@ -350,3 +350,80 @@ fn wrong_shape_names_the_key() {
     let err = error_of("spin-us: 20", "spin-us: [1]");
     assert!(err.starts_with("test.yaml:6:12: spin-us: "), "{err}");
 }
+
+#[test]
+fn huge_segment_size_is_an_error_not_an_overflow() {
+    let err = error_of("segment-size: 2MiB", "segment-size: 8EiB");
+    assert!(
+        err.contains("wal.max-batch") || err.contains("smaller than the layout needs"),
+        "{err}"
+    );
+    let err = error_of(
+        "segment-size: 2MiB\n  max-batch: 256KiB",
+        "segment-size: 4EiB\n  max-batch: 256KiB",
+    );
+    assert!(
+        err.contains("devices[0].size") && err.contains("smaller than the layout needs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn zero_size_is_refused_for_file_and_sim_devices() {
+    let err = error_of(
+        "path: ./data/w0.img, size: 8MiB",
+        "path: ./data/w0.img, size: 0",
+    );
+    assert!(
+        err.contains("devices[0].size: must be more than 0 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn max_batch_must_be_whole_blocks() {
+    let err = error_of("max-batch: 256KiB", "max-batch: 5000");
+    assert!(
+        err.starts_with(
+            "test.yaml:13:14: wal.max-batch: 5000 bytes must be whole 4096-byte blocks"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn unbounded_times_are_refused() {
+    let err = error_of("spin-us: 20", "spin-us: 5000000");
+    assert!(
+        err.contains("reactors.spin-us: 5000000 is more than 1000000"),
+        "{err}"
+    );
+    let err = error_of(
+        "{ name: data0, backend: sim, size: 64MiB, role: data }",
+        "{ name: data0, backend: sim, size: 64MiB, role: data, sim: { write-us: 18446744073709551615 } }",
+    );
+    assert!(
+        err.contains("devices[2].sim.write-us") && err.contains("ten seconds"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_error_in_a_default_names_no_line() {
+    // The default max-batch (1 MiB) does not fit a 512 KiB segment: there
+    // is no line to point at.
+    let err = Config::parse_with_cores(
+        &GOOD.replace(
+            "wal:\n  segment-size: 2MiB\n  max-batch: 256KiB\n",
+            "wal:\n  segment-size: 512KiB\n",
+        ),
+        "test.yaml",
+        CORES,
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        err,
+        "test.yaml: wal.max-batch: 1048576 bytes must be whole 4096-byte blocks of device \"wal0\", at least one and at most a segment (524288)"
+    );
+}

@@ -1,15 +1,25 @@
 //! `stria format`: create file devices and write a superblock on each.
 //!
-//! Every device is checked before any is touched, so a refusal changes
-//! nothing: a device that already holds a Stria superblock (valid or
-//! damaged) is only overwritten with `force`.
+//! Formatting destroys what a device holds, so it goes in three passes and
+//! writes no superblock until every device has passed the first two:
+//!
+//! 1. Look, touching nothing: a device whose block 0 holds a Stria
+//!    superblock (valid or damaged) or anything but zeroes is refused unless
+//!    `force`; two devices that are one file are refused always.
+//! 2. Prepare: create and size every file, open every device. If any fails,
+//!    the files (and folders) this pass created are removed again.
+//! 3. Write each superblock, flush it, read it back.
 
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{read_superblock, write_superblock, AdminError};
+use super::{write_superblock, AdminError};
 use crate::config::{BackendConfig, Config, DeviceConfig};
-use crate::device::{AnyDevice, Device, DeviceError};
-use crate::layout::{Superblock, SuperblockError, FORMAT_VERSION};
+use crate::device::{AnyDevice, Device};
+use crate::layout::{Superblock, SuperblockError, FORMAT_VERSION, SUPERBLOCK_BYTES};
 
 /// What happened to one device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,9 +39,8 @@ pub struct FormatReport {
 
 /// Formats every device of `cfg`.
 pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
-    // Pass 1: look, touch nothing.
-    for dev in cfg.devices.iter().filter(|d| persistent(d)) {
-        if let Some(found) = existing_superblock(dev)? {
+    for dev in cfg.devices.iter().filter(|d| !in_memory(d)) {
+        if let Some(found) = look(dev)? {
             if !force {
                 return Err(AdminError::Refused(format!(
                     "device {} already holds {found}; pass --force to overwrite it",
@@ -40,22 +49,22 @@ pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
             }
         }
     }
-    // Pass 2: create, write, flush, read back.
+    check_distinct(cfg)?;
+    let opened = prepare(cfg)?;
+
     let appliance_id: u128 = rand::random();
     let formatted_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let mut devices = Vec::with_capacity(cfg.devices.len());
-    for (index, dev) in cfg.devices.iter().enumerate() {
-        if !persistent(dev) {
+    for (index, (dev, opened)) in cfg.devices.iter().zip(opened).enumerate() {
+        let Some(opened) = opened else {
             devices.push((
                 dev.name.clone(),
                 Formatted::Skipped("in memory; formatted each time it is opened".into()),
             ));
             continue;
-        }
-        AnyDevice::create(dev)?;
-        let opened = AnyDevice::open(dev)?;
+        };
         let sb = Superblock {
             version: FORMAT_VERSION,
             device_index: index as u32,
@@ -77,27 +86,116 @@ pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
     })
 }
 
-fn persistent(dev: &DeviceConfig) -> bool {
-    !matches!(dev.backend, BackendConfig::Sim(_))
+fn in_memory(dev: &DeviceConfig) -> bool {
+    matches!(dev.backend, BackendConfig::Sim(_))
 }
 
-/// A description of the Stria superblock the device holds, if it holds one.
-fn existing_superblock(dev: &DeviceConfig) -> Result<Option<String>, AdminError> {
-    let opened = match AnyDevice::open(dev) {
-        Ok(opened) => opened,
-        // Missing or too small: there is nothing on it to protect.
-        Err(DeviceError::Open { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(None)
-        }
-        Err(DeviceError::TooSmall { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
+/// Pass 1: what the device holds that formatting would destroy, if anything.
+/// Reads block 0 with a plain read, whatever the device's size or backend.
+fn look(dev: &DeviceConfig) -> Result<Option<String>, AdminError> {
+    let Some(path) = dev.path() else {
+        // spdk: this build cannot reach the device; say so before anything changes.
+        return AnyDevice::open(dev).map(|_| None).map_err(AdminError::from);
     };
-    Ok(match read_superblock(&opened)? {
-        Ok(sb) => Some(format!(
-            "a Stria superblock (appliance {}, device {})",
-            sb.appliance, sb.device
-        )),
-        Err(SuperblockError::NotFormatted) => None,
-        Err(e) => Some(format!("a Stria superblock that does not decode ({e})")),
-    })
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(refused(dev, path, &e)),
+    };
+    let mut head = vec![0u8; SUPERBLOCK_BYTES.max(dev.block_size as usize)];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(refused(dev, path, &e)),
+        }
+    }
+    Ok(
+        match Superblock::decode(&head[..got.max(SUPERBLOCK_BYTES).min(head.len())]) {
+            Ok(sb) => Some(format!(
+                "a Stria superblock (appliance {}, device {})",
+                sb.appliance, sb.device
+            )),
+            Err(SuperblockError::NotFormatted) if head[..got].iter().all(|&b| b == 0) => None,
+            Err(SuperblockError::NotFormatted) => {
+                Some("data that is not Stria's (its first block is not blank)".to_string())
+            }
+            Err(e) => Some(format!("a Stria superblock that does not decode ({e})")),
+        },
+    )
+}
+
+fn refused(dev: &DeviceConfig, path: &Path, e: &std::io::Error) -> AdminError {
+    AdminError::Refused(format!(
+        "device {}: cannot read {}: {e}",
+        dev.name,
+        path.display()
+    ))
+}
+
+/// Two devices of the map must never be one file, whatever the paths say
+/// (`a/../a/x.img`, symlinks, `/dev/disk/by-id` aliases).
+fn check_distinct(cfg: &Config) -> Result<(), AdminError> {
+    let mut seen: HashMap<(u64, u64), &str> = HashMap::new();
+    for dev in &cfg.devices {
+        let Some(path) = dev.path() else { continue };
+        let Ok(meta) = fs::metadata(path) else {
+            continue;
+        };
+        let id = if meta.file_type().is_file() {
+            (meta.dev(), meta.ino())
+        } else {
+            (u64::MAX, meta.rdev())
+        };
+        if let Some(other) = seen.insert(id, &dev.name) {
+            return Err(AdminError::Refused(format!(
+                "devices {other} and {} are the same file ({})",
+                dev.name,
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Pass 2: creates and opens every device; on failure removes what it created.
+fn prepare(cfg: &Config) -> Result<Vec<Option<AnyDevice>>, AdminError> {
+    let mut created: Vec<PathBuf> = Vec::new();
+    let result = (|| {
+        let mut opened = Vec::with_capacity(cfg.devices.len());
+        for dev in &cfg.devices {
+            if in_memory(dev) {
+                opened.push(None);
+                continue;
+            }
+            if let Some(path) = dev.path() {
+                created.extend(missing_ancestors(path));
+            }
+            AnyDevice::create(dev)?;
+            opened.push(Some(AnyDevice::open(dev)?));
+        }
+        check_distinct(cfg)?;
+        Ok(opened)
+    })();
+    if result.is_err() {
+        // Newest first: files, then the folders that held them.
+        for path in created.iter().rev() {
+            let _ = fs::remove_file(path).or_else(|_| fs::remove_dir(path));
+        }
+    }
+    result
+}
+
+/// `path` and those of its ancestors that do not exist yet, outermost first.
+fn missing_ancestors(path: &Path) -> Vec<PathBuf> {
+    let mut missing: Vec<PathBuf> = path
+        .ancestors()
+        .filter(|p| !p.as_os_str().is_empty())
+        .take_while(|p| !p.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    missing.reverse();
+    missing
 }

@@ -18,6 +18,12 @@ use super::{
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
+/// The longest a parked reactor may spin before sleeping.
+const MAX_SPIN_US: u64 = 1_000_000;
+
+/// The longest latency a simulated device may model: ten seconds.
+const MAX_SIM_US: u64 = 10_000_000;
+
 /// Builds errors for one source.
 struct Checker<'a> {
     source: &'a str,
@@ -36,7 +42,22 @@ impl Checker<'_> {
         }
     }
 
-    /// An error with no single leaf to point at (a missing key).
+    /// An error at `leaf` when the key was written, else (a default is at
+    /// fault) at no particular line.
+    fn at_opt(&self, leaf: Option<&Leaf>, field: &str, message: impl Into<String>) -> ConfigError {
+        match leaf {
+            Some(leaf) => self.at(leaf, field, message),
+            None => ConfigError {
+                source: self.source.to_string(),
+                line: None,
+                column: None,
+                field: field.to_string(),
+                message: message.into(),
+            },
+        }
+    }
+
+    /// An error about a key missing near `near` (the map that lacks it).
     fn missing(&self, near: &Leaf, field: &str, message: impl Into<String>) -> ConfigError {
         self.at(near, field, message)
     }
@@ -164,7 +185,6 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
             "flush.devices",
             Role::Data,
             &devices,
-            &raw,
         )?,
     };
     check_layout(&c, &raw, &devices, &wal)?;
@@ -219,11 +239,7 @@ fn reactors(c: &Checker, raw: &RawConfig, allowed: &[usize]) -> Result<ReactorsC
     let mut sets = [Vec::new(), Vec::new()];
     for (set, (leaves, name)) in sets.iter_mut().zip([(&r.wal, "wal"), (&r.flush, "flush")]) {
         if leaves.is_empty() {
-            return Err(c.missing(
-                &raw.appliance,
-                &format!("reactors.{name}"),
-                "needs at least one core",
-            ));
+            return Err(c.at_opt(None, &format!("reactors.{name}"), "needs at least one core"));
         }
         for (i, leaf) in leaves.iter().enumerate() {
             let field = format!("reactors.{name}[{i}]");
@@ -255,7 +271,17 @@ fn reactors(c: &Checker, raw: &RawConfig, allowed: &[usize]) -> Result<ReactorsC
         )
     })?;
     let spin_us = c.or(&r.spin_us, 50, |l| {
-        c.uint(l, "reactors.spin-us", "a number of microseconds")
+        let us: u64 = c.uint(l, "reactors.spin-us", "a number of microseconds")?;
+        if us > MAX_SPIN_US {
+            return Err(c.at(
+                l,
+                "reactors.spin-us",
+                format!(
+                    "{us} is more than {MAX_SPIN_US} (one second); use `idle: poll` to never sleep"
+                ),
+            ));
+        }
+        Ok(us)
     })?;
     Ok(ReactorsConfig {
         wal,
@@ -350,6 +376,9 @@ fn device(c: &Checker, dev: &RawDevice, i: usize) -> Result<DeviceConfig> {
     let size = match &dev.size {
         Some(l) => {
             let size = c.size(l, &field("size"))?;
+            if size == 0 && backend_name != "spdk" {
+                return Err(c.at(l, &field("size"), "must be more than 0 bytes"));
+            }
             if size % u64::from(block_size) != 0 {
                 return Err(c.at(
                     l,
@@ -489,7 +518,15 @@ fn sim(c: &Checker, raw: Option<&RawSim>, i: usize) -> Result<SimConfig> {
     let field = |key: &str| format!("devices[{i}].sim.{key}");
     let us = |leaf: &Option<Leaf>, key: &str, default: u64| {
         c.or(leaf, default, |l| {
-            c.uint(l, &field(key), "a number of microseconds")
+            let us: u64 = c.uint(l, &field(key), "a number of microseconds")?;
+            if us > MAX_SIM_US {
+                return Err(c.at(
+                    l,
+                    &field(key),
+                    format!("{us} is more than {MAX_SIM_US} (ten seconds)"),
+                ));
+            }
+            Ok(us)
         })
     };
     let rate =
@@ -548,7 +585,6 @@ fn device_set(
     field: &str,
     role: Role,
     devices: &[DeviceConfig],
-    raw: &RawConfig,
 ) -> Result<Vec<String>> {
     let Some(named) = named else {
         let all: Vec<String> = devices
@@ -557,9 +593,8 @@ fn device_set(
             .map(|d| d.name.clone())
             .collect();
         if all.is_empty() {
-            let near = raw.devices.first().map_or(&raw.appliance, |d| &d.name);
-            return Err(c.missing(
-                near,
+            return Err(c.at_opt(
+                None,
                 "devices",
                 format!("needs at least one device with role {role}"),
             ));
@@ -586,8 +621,8 @@ fn device_set(
         out.push(name.to_string());
     }
     if out.is_empty() {
-        return Err(c.missing(
-            &raw.appliance,
+        return Err(c.at_opt(
+            None,
             field,
             format!("names no device; leave it out to use every {role} device"),
         ));
@@ -597,14 +632,7 @@ fn device_set(
 
 fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConfig> {
     let w = &raw.wal;
-    let devs = device_set(
-        c,
-        w.devices.as_deref(),
-        "wal.devices",
-        Role::Wal,
-        devices,
-        raw,
-    )?;
+    let devs = device_set(c, w.devices.as_deref(), "wal.devices", Role::Wal, devices)?;
     let segment_size = c.or(&w.segment_size, 64 << 20, |l| c.size(l, "wal.segment-size"))?;
     let max_batch = c.or(&w.max_batch, 1 << 20, |l| c.size(l, "wal.max-batch"))?;
     let durability = c.or(&w.durability, Durability::Sync, |l| {
@@ -626,13 +654,13 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
             .find(|d| &d.name == name)
             .expect("device_set checked the name");
         let bs = u64::from(dev.block_size);
-        let at = w.segment_size.as_ref().unwrap_or(&raw.appliance);
+        let at = w.segment_size.as_ref();
         if segment_size == 0 || segment_size % bs != 0 {
-            return Err(c.at(at, "wal.segment-size", format!("{segment_size} bytes is not a whole number of {bs}-byte blocks of device {name:?}")));
+            return Err(c.at_opt(at, "wal.segment-size", format!("{segment_size} bytes is not a whole number of {bs}-byte blocks of device {name:?}")));
         }
-        let at = w.max_batch.as_ref().unwrap_or(&raw.appliance);
-        if max_batch < bs || max_batch > segment_size {
-            return Err(c.at(at, "wal.max-batch", format!("{max_batch} bytes must be at least a block ({bs}) and at most a segment ({segment_size})")));
+        let at = w.max_batch.as_ref();
+        if max_batch < bs || max_batch > segment_size || max_batch % bs != 0 {
+            return Err(c.at_opt(at, "wal.max-batch", format!("{max_batch} bytes must be whole {bs}-byte blocks of device {name:?}, at least one and at most a segment ({segment_size})")));
         }
     }
     Ok(WalConfig {
@@ -656,7 +684,10 @@ fn check_layout(
         }
         let (need, why) = match dev.role {
             Role::Wal => (
-                RESERVED_BYTES + 2 * wal.segment_size,
+                wal.segment_size
+                    .checked_mul(2)
+                    .and_then(|s| s.checked_add(RESERVED_BYTES))
+                    .unwrap_or(u64::MAX),
                 format!(
                     "the reserved area ({RESERVED_BYTES} bytes) and two WAL segments of {} bytes",
                     wal.segment_size
@@ -703,12 +734,12 @@ fn memstore(c: &Checker, raw: &RawConfig) -> Result<MemstoreConfig> {
         c.fraction(l, "memstore.low-water", true)
     })?;
     if flush_size == 0 {
-        let at = m.flush_size.as_ref().unwrap_or(&raw.appliance);
-        return Err(c.at(at, "memstore.flush-size", "must be more than 0 bytes"));
+        let at = m.flush_size.as_ref();
+        return Err(c.at_opt(at, "memstore.flush-size", "must be more than 0 bytes"));
     }
     if global_limit < flush_size {
-        let at = m.global_limit.as_ref().unwrap_or(&raw.appliance);
-        return Err(c.at(
+        let at = m.global_limit.as_ref();
+        return Err(c.at_opt(
             at,
             "memstore.global-limit",
             format!("{global_limit} bytes is below flush-size ({flush_size} bytes)"),

@@ -26,6 +26,10 @@ pub enum DeviceError {
         capacity: u64,
     },
 
+    /// The request moves more bytes or buffers than one request may.
+    #[error("device {device}: {what}")]
+    TooLarge { device: String, what: String },
+
     /// The queue already holds as many requests as its depth allows.
     #[error("device {device}: queue full ({depth} requests in flight)")]
     QueueFull { device: String, depth: u32 },

@@ -275,6 +275,13 @@ pub trait Queue {
     fn wait_hint(&self) -> WaitHint;
 }
 
+/// The most buffers one request may carry (Linux's UIO_MAXIOV).
+pub const MAX_BUFFERS: usize = 1024;
+
+/// The most bytes one request may move. Linux moves at most 2 GiB less a
+/// page per read or write call; a larger request would come back short.
+pub const MAX_TRANSFER_BYTES: u64 = 1 << 30;
+
 /// Checks a request against the device's rules, as every backend must before
 /// touching the device: whole blocks, aligned buffers, in range, and room in
 /// the queue. Returns the number of blocks it covers.
@@ -289,6 +296,16 @@ pub fn check_request(info: &DeviceInfo, req: &Request, in_flight: usize) -> Resu
         Op::Flush => return Ok(0),
         Op::Write { lba, bufs } | Op::Read { lba, bufs } => (*lba, bufs),
     };
+    if bufs.len() > MAX_BUFFERS {
+        return Err(DeviceError::TooLarge {
+            device: info.name.clone(),
+            what: format!(
+                "the {} at LBA {lba} has {} buffers; at most {MAX_BUFFERS} are allowed",
+                req.kind(),
+                bufs.len()
+            ),
+        });
+    }
     let bs = info.block_size as usize;
     let mut bytes = 0u64;
     for (i, buf) in bufs.iter().enumerate() {
@@ -314,6 +331,15 @@ pub fn check_request(info: &DeviceInfo, req: &Request, in_flight: usize) -> Resu
             });
         }
         bytes += buf.len() as u64;
+    }
+    if bytes > MAX_TRANSFER_BYTES {
+        return Err(DeviceError::TooLarge {
+            device: info.name.clone(),
+            what: format!(
+                "the {} at LBA {lba} moves {bytes} bytes; at most {MAX_TRANSFER_BYTES} are allowed",
+                req.kind()
+            ),
+        });
     }
     let blocks = bytes / bs as u64;
     let end = lba.checked_add(blocks);
@@ -377,6 +403,19 @@ mod tests {
         assert!(matches!(
             check_request(&info(), &empty, 0),
             Err(DeviceError::OutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn refuses_too_many_buffers() {
+        let bufs = (0..=MAX_BUFFERS).map(|_| IoBuf::new(512)).collect();
+        let mut big = info();
+        big.block_size = 512;
+        big.capacity_blocks = 1 << 20;
+        let req = Request::write(1, 0, bufs);
+        assert!(matches!(
+            check_request(&big, &req, 0),
+            Err(DeviceError::TooLarge { .. })
         ));
     }
 

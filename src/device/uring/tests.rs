@@ -52,7 +52,7 @@ fn too_many_buffers_are_refused() {
     let bufs = (0..=MAX_BUFS).map(|_| dev.alloc_buf(BLOCK)).collect();
     let refused = q.submit(Request::write(1, 0, bufs)).unwrap_err();
     assert!(
-        matches!(refused.error, DeviceError::Misaligned { .. }),
+        matches!(refused.error, DeviceError::TooLarge { .. }),
         "{}",
         refused.error
     );
