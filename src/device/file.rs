@@ -1,5 +1,6 @@
 //! What the kernel-path backends (`psync`, `uring`) share: creating, opening
-//! and describing a backing file or block device, and naming I/O errors.
+//! and describing a backing file or block device, naming I/O errors, and
+//! keeping a failed flush failed ([`FlushLatch`]).
 //!
 //! A backing file is used from byte 0 to the configured size; a file or
 //! block device that is larger is fine (the rest is never touched), one that
@@ -10,8 +11,10 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::OnceLock;
+use std::time::SystemTime;
 
-use super::{BackendKind, DeviceError, DeviceInfo, IoBuf, Request, Result, DEFAULT_ALIGN};
+use super::{BackendKind, DeviceError, DeviceInfo, IoBuf, IoKind, Request, Result, DEFAULT_ALIGN};
 use crate::config::DeviceConfig;
 
 /// Creates the backing file of a kernel-path device for `stria format`: the
@@ -183,6 +186,111 @@ pub fn io_error(info: &DeviceInfo, req: &Request, source: io::Error) -> DeviceEr
         lba: req.lba(),
         source,
     }
+}
+
+/// Makes a failed flush stay failed, for every queue of a device.
+///
+/// All queues of a kernel-path device share one open file description, and
+/// Linux reports a writeback error once per description: after one queue's
+/// flush fails with EIO, another queue's flush, covering pages that were
+/// lost just the same, can return success, and so can a retry of the failed
+/// flush, because the kernel marked the pages clean when writeback failed.
+/// A flush that succeeds after a failure therefore proves nothing.
+///
+/// So the first failure poisons the device: every flush that completes
+/// afterwards, on any queue, fails with [`DeviceError::Io`] saying when and
+/// how the first one failed, and that the device must be reopened after
+/// recovery. Writes and reads go on as before. With buffered I/O (psync,
+/// and uring with `direct: false`) a failed write poisons too, since the
+/// page cache may have already lost earlier writes that only a later
+/// writeback would have reported.
+#[derive(Debug)]
+pub struct FlushLatch {
+    /// Writes go through the page cache.
+    buffered: bool,
+    /// What failed first, and when; set once.
+    first: OnceLock<String>,
+    /// Fails the next flush that completes, whatever the kernel said.
+    #[cfg(test)]
+    fail_next_flush: std::sync::atomic::AtomicBool,
+}
+
+impl FlushLatch {
+    /// A healthy device's latch; `buffered` when writes go through the page
+    /// cache.
+    pub fn new(buffered: bool) -> FlushLatch {
+        FlushLatch {
+            buffered,
+            first: OnceLock::new(),
+            #[cfg(test)]
+            fail_next_flush: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Makes the next flush that completes fail with EIO, as a failed
+    /// writeback would.
+    #[cfg(test)]
+    pub fn fail_next_flush(&self) {
+        self.fail_next_flush
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The final result of `req`, whose kernel call ended with `result`:
+    /// records a failure that poisons the device, and fails a flush of a
+    /// poisoned device.
+    pub fn finish(&self, info: &DeviceInfo, req: &Request, result: Result<()>) -> Result<()> {
+        let kind = req.kind();
+        #[cfg(test)]
+        let result = if kind == IoKind::Flush
+            && self
+                .fail_next_flush
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            Err(io_error(info, req, io::Error::from_raw_os_error(libc::EIO)))
+        } else {
+            result
+        };
+        match (&result, kind) {
+            (Err(e), IoKind::Flush) => self.poison(info, req, e),
+            (Err(e), IoKind::Write) if self.buffered => self.poison(info, req, e),
+            (Ok(()), IoKind::Flush) => {
+                if let Some(first) = self.first.get() {
+                    return Err(io_error(info, req, io::Error::other(sticky(first))));
+                }
+            }
+            _ => {}
+        }
+        result
+    }
+
+    /// Records the failure `e` of `req` unless an earlier one is recorded.
+    fn poison(&self, info: &DeviceInfo, req: &Request, e: &DeviceError) {
+        let cause = match e {
+            DeviceError::Io { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        let what = match req.kind() {
+            IoKind::Flush => "flush".to_string(),
+            kind => format!("{kind} at LBA {}", req.lba()),
+        };
+        let when = humantime::format_rfc3339_seconds(SystemTime::now());
+        let first = format!("{what} failed at {when} ({cause})");
+        if self.first.set(first).is_ok() {
+            tracing::error!(
+                device = %info.name,
+                "{}; every later flush of the device will fail",
+                sticky(self.first.get().expect("just set"))
+            );
+        }
+    }
+}
+
+/// Why a flush after the failure `first` fails.
+fn sticky(first: &str) -> String {
+    format!(
+        "an earlier {first}; data written since the last successful flush may be lost, \
+         so no later flush can vouch for it: the device must be reopened (after recovery)"
+    )
 }
 
 /// Backing files and a contract check shared by the psync and uring tests.

@@ -22,6 +22,8 @@
 //!   and then looks at the completion queue, so a completion is either seen
 //!   there (`Ready`) or signals the eventfd afterwards: no lost wake-up, and
 //!   `poll` stays free of system calls.
+//! - **Failed flushes stay failed** for every queue of the device, and with
+//!   `direct: false` so do failed writes (see [`file::FlushLatch`]).
 
 use std::fs::File;
 use std::io;
@@ -62,11 +64,12 @@ fn setup_failure(e: &io::Error, entries: u32) -> String {
     }
 }
 
-/// A file-backed device driven through io_uring. Clones share the open file;
-/// each queue has its own ring.
+/// A file-backed device driven through io_uring. Clones share the open file
+/// and its flush state; each queue has its own ring.
 #[derive(Clone, Debug)]
 pub struct UringDevice {
     file: Arc<File>,
+    latch: Arc<file::FlushLatch>,
     info: DeviceInfo,
 }
 
@@ -84,6 +87,7 @@ impl UringDevice {
         let direct = !matches!(cfg.backend, BackendConfig::Uring { direct: false, .. });
         Ok(UringDevice {
             file: Arc::new(file::open(cfg, direct)?),
+            latch: Arc::new(file::FlushLatch::new(!direct)),
             info: file::info(cfg, BackendKind::Uring, direct),
         })
     }
@@ -125,6 +129,7 @@ impl Device for UringDevice {
             ring,
             eventfd,
             file: Arc::clone(&self.file),
+            latch: Arc::clone(&self.latch),
             info: info.clone(),
             slots: (0..depth).map(|_| None).collect(),
             free: (0..depth).rev().collect(),
@@ -163,6 +168,7 @@ pub struct UringQueue {
     eventfd: OwnedFd,
     /// Keeps the descriptor the SQEs name open while requests are in flight.
     file: Arc<File>,
+    latch: Arc<file::FlushLatch>,
     info: DeviceInfo,
     /// `slots[i]` holds the request whose SQE has `user_data == i`.
     slots: Vec<Option<Slot>>,
@@ -207,6 +213,7 @@ impl UringQueue {
             self.in_flight -= 1;
             n += 1;
             let result = completion_result(cqe.result(), &slot, &self.info);
+            let result = self.latch.finish(&self.info, &slot.req, result);
             each(Completion::of(slot.req, result));
         }
         n
