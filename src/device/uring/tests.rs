@@ -238,3 +238,61 @@ fn a_failed_buffered_write_fails_later_flushes_a_direct_one_does_not() {
         }
     }
 }
+
+#[test]
+fn a_persistent_submit_failure_fails_the_unsent_requests() {
+    require_uring!("a_persistent_submit_failure_fails_the_unsent_requests");
+    let dir = TestDir::new();
+    let dev = device(&dir);
+    let mut q = dev.open_queue().unwrap();
+    // One request reaches the kernel before io_uring_enter starts failing.
+    let mut sent = dev.alloc_buf(BLOCK);
+    sent.fill(1);
+    q.submit(Request::write(1, 0, vec![sent])).unwrap();
+    let mut out = Vec::new();
+    q.poll(&mut out);
+    q.submit_error = Some(libc::EFAULT);
+    let mut unsent = dev.alloc_buf(BLOCK);
+    unsent.fill(2);
+    q.submit(Request::write(2, 1, vec![unsent])).unwrap();
+    q.submit(Request::flush(3)).unwrap();
+    q.poll(&mut out);
+    let failed: Vec<_> = out.iter().filter(|c| c.tag != 1).collect();
+    assert_eq!(failed.len(), 2, "the unsent requests complete: {out:?}");
+    for c in &failed {
+        let Err(DeviceError::Io { source, .. }) = &c.result else {
+            panic!("expected an I/O error, got {:?}", c.result);
+        };
+        assert_eq!(source.raw_os_error(), Some(libc::EFAULT), "{source}");
+    }
+    assert_eq!(failed[0].bufs.len(), 1, "the buffer comes back");
+    // The request the kernel took completes as usual; then nothing is left
+    // to poll for.
+    if !out.iter().any(|c| c.tag == 1) {
+        out.extend(testing::wait(&mut q, 1));
+    }
+    out.iter()
+        .find(|c| c.tag == 1)
+        .unwrap()
+        .result
+        .as_ref()
+        .unwrap();
+    assert_eq!(q.in_flight(), 0);
+    assert_eq!(q.wait_hint(), WaitHint::Idle);
+    // Later requests fail at once, without a system call that would fail.
+    q.submit(Request::read(4, 0, vec![dev.alloc_buf(BLOCK)]))
+        .unwrap();
+    assert_eq!(q.wait_hint(), WaitHint::Ready);
+    let c = testing::wait(&mut q, 1).pop().unwrap();
+    assert!(matches!(c.result, Err(DeviceError::Io { .. })), "{c:?}");
+    assert_eq!(q.wait_hint(), WaitHint::Idle);
+    // Dropping the queue never hands the failed write to the kernel.
+    drop(q);
+    let mut q = dev.open_queue().unwrap();
+    assert!(testing::read_back(&dev, &mut q, 0, 1)
+        .iter()
+        .all(|&b| b == 1));
+    assert!(testing::read_back(&dev, &mut q, 1, 1)
+        .iter()
+        .all(|&b| b == 0));
+}
