@@ -60,7 +60,10 @@
 //!     device kept power, so nothing completed is lost: the new device has
 //!     the same persistent image and the same, still volatile, cache. Each
 //!     write in flight when the process died was executed whole or not at
-//!     all (seeded), and if executed sits in the cache.
+//!     all (seeded), and if executed sits in the cache. If the device had
+//!     lost power before (a power cut, or a [`SimDevice::reboot`] of it),
+//!     the power loss decides: the outcome is exactly that of
+//!     `reboot(seed)`.
 //!
 //! Not modelled: misdirected writes, latent sector errors, silent
 //! corruption of stored data, and reordering of completions of a single
@@ -229,7 +232,7 @@ impl SimDevice {
 
     /// Cuts the power now (fault model, item 8). Idempotent.
     pub fn cut_power(&self) {
-        self.shared.lock().cut_power("power cut".to_string());
+        self.shared.lock().go_offline("power cut".to_string(), true);
     }
 
     /// False once the power was cut (or the device was rebooted away from).
@@ -248,7 +251,12 @@ impl SimDevice {
     /// restart at 0); error rates stay. Its counters start at zero.
     pub fn reboot(&self, seed: u64) -> SimDevice {
         let mut state = self.shared.lock();
-        state.cut_power("power cut".to_string());
+        self.reboot_after_power_loss(&mut state, seed)
+    }
+
+    /// [`SimDevice::reboot`] with the lock held.
+    fn reboot_after_power_loss(&self, state: &mut State, seed: u64) -> SimDevice {
+        state.go_offline("power cut".to_string(), true);
         let mut image = state.media.durable().clone();
         let mut rng = crash_rng(seed);
         let at_risk = state.media.unflushed().map(|w| (w.lba, &w.data[..]));
@@ -263,6 +271,12 @@ impl SimDevice {
         );
         let model = rebooted_model(&state.model, seed);
         let media = Media::from_durable(image, info.block_size, model.volatile_cache);
+        self.rebooted(model, media)
+    }
+
+    /// The device that comes back with `media`.
+    fn rebooted(&self, model: SimConfig, media: Media) -> SimDevice {
+        let info = &self.shared.info;
         SimDevice::with_media(
             &info.name,
             info.block_size,
@@ -278,9 +292,18 @@ impl SimDevice {
     /// offline, as the dead process's queues are gone. The new device is as
     /// after [`SimDevice::reboot`] (seed, faults, counters), but keeps every
     /// completed write, the unflushed ones still only in its volatile cache.
+    ///
+    /// A device that had lost power (see [`SimDevice::cut_power`]) cannot
+    /// have kept its cache: then this is [`SimDevice::reboot`]`(seed)`.
     pub fn reboot_after_process_crash(&self, seed: u64) -> SimDevice {
         let mut state = self.shared.lock();
-        state.cut_power("the process that used the device crashed".to_string());
+        if state.power_lost {
+            return self.reboot_after_power_loss(&mut state, seed);
+        }
+        state.go_offline(
+            "the process that used the device crashed".to_string(),
+            false,
+        );
         let mut media = state.media.clone();
         let mut rng = crash_rng(seed);
         for w in &state.lost {
@@ -289,15 +312,7 @@ impl SimDevice {
             }
         }
         let model = rebooted_model(&state.model, seed);
-        let info = &self.shared.info;
-        SimDevice::with_media(
-            &info.name,
-            info.block_size,
-            info.capacity_blocks,
-            info.queue_depth,
-            model,
-            media,
-        )
+        self.rebooted(model, media)
     }
 
     /// Counters since creation or reboot.
