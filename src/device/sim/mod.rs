@@ -41,7 +41,14 @@
 //!    acceptance order), completes at its due time with
 //!    [`DeviceError::Io`] (`io::ErrorKind::Other`, the message naming the
 //!    op) and changes nothing: a failed write writes nothing, a failed flush
-//!    makes nothing durable.
+//!    makes nothing durable. A failed flush is sticky: every flush that
+//!    completes after it, from any queue, fails too (naming the first
+//!    failure) and makes nothing durable, until the device is rebooted. That
+//!    is how the kernel backends behave (the page cache marks the pages of
+//!    a failed writeback clean, so the data is gone whatever a retry says),
+//!    and it lets the crash checker catch an engine that retries a failed
+//!    flush and carries on. [`SimDevice::set_sticky_flush_errors`]`(false)`
+//!    models a device on which each flush fails only by its own draw.
 //! 8. **Power cut** ([`SimDevice::cut_power`], or the request numbered
 //!    `power-cut-at-op`, which is itself refused). The device freezes:
 //!    nothing completes any more, every later submission is refused with
@@ -110,7 +117,8 @@ pub struct SimStats {
     /// Bytes moved by writes and reads that completed successfully.
     pub bytes_written: u64,
     pub bytes_read: u64,
-    /// Requests failed by fault injection (`fail-ops` or an error rate).
+    /// Requests failed by fault injection (`fail-ops`, an error rate, or a
+    /// flush failing after an injected flush failure).
     pub errors_injected: u64,
     /// Requests refused at submission (invalid, queue full, offline).
     pub refused: u64,
@@ -235,6 +243,13 @@ impl SimDevice {
         self.shared.lock().go_offline("power cut".to_string(), true);
     }
 
+    /// Whether a failed flush makes every later flush fail until reboot
+    /// (fault model, item 7); on by default. A rebooted device keeps the
+    /// setting (but not the failure).
+    pub fn set_sticky_flush_errors(&self, sticky: bool) {
+        self.shared.lock().sticky_flush_errors = sticky;
+    }
+
     /// False once the power was cut (or the device was rebooted away from).
     pub fn is_powered(&self) -> bool {
         self.shared.lock().offline.is_none()
@@ -271,20 +286,23 @@ impl SimDevice {
         );
         let model = rebooted_model(&state.model, seed);
         let media = Media::from_durable(image, info.block_size, model.volatile_cache);
-        self.rebooted(model, media)
+        self.rebooted(state, model, media)
     }
 
-    /// The device that comes back with `media`.
-    fn rebooted(&self, model: SimConfig, media: Media) -> SimDevice {
+    /// The device that comes back with `media`, keeping the settings of
+    /// this one's `state`.
+    fn rebooted(&self, state: &State, model: SimConfig, media: Media) -> SimDevice {
         let info = &self.shared.info;
-        SimDevice::with_media(
+        let new = SimDevice::with_media(
             &info.name,
             info.block_size,
             info.capacity_blocks,
             info.queue_depth,
             model,
             media,
-        )
+        );
+        new.set_sticky_flush_errors(state.sticky_flush_errors);
+        new
     }
 
     /// The device as the next process finds it after this one crashed while
@@ -312,7 +330,7 @@ impl SimDevice {
             }
         }
         let model = rebooted_model(&state.model, seed);
-        self.rebooted(model, media)
+        self.rebooted(&state, model, media)
     }
 
     /// Counters since creation or reboot.

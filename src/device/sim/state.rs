@@ -58,6 +58,11 @@ pub(super) struct State {
     /// The device lost power (as opposed to only the process that used it
     /// dying): what was in its volatile cache is at risk.
     pub power_lost: bool,
+    /// Once a flush failed, every later flush fails too (fault model,
+    /// item 7).
+    pub sticky_flush_errors: bool,
+    /// Why the first failed flush failed.
+    flush_failed: Option<String>,
     /// Writes in flight when the device went offline, in submission order.
     pub lost: Vec<LostWrite>,
     pub stats: SimStats,
@@ -79,6 +84,8 @@ impl State {
             media,
             offline: None,
             power_lost: false,
+            sticky_flush_errors: true,
+            flush_failed: None,
             lost: Vec::new(),
             stats: SimStats::default(),
             next_op: 0,
@@ -194,6 +201,21 @@ impl State {
             failure,
             covers,
         } = inflight;
+        let failure = match (failure, req.kind()) {
+            (Some(why), IoKind::Flush) => {
+                self.flush_failed.get_or_insert_with(|| why.clone());
+                Some(why)
+            }
+            (None, IoKind::Flush) if self.sticky_flush_errors => {
+                self.flush_failed.as_ref().map(|first| {
+                    format!(
+                        "an earlier flush failed ({first}); data written since the last \
+                         successful flush may be lost: the device must be rebooted"
+                    )
+                })
+            }
+            (failure, _) => failure,
+        };
         let result = match failure {
             Some(why) => {
                 self.stats.errors_injected += 1;
