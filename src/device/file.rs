@@ -25,6 +25,12 @@ use crate::config::DeviceConfig;
 /// meets ENOSPC in the middle of its log. A file already larger than
 /// configured keeps its size and contents. A block device is never resized;
 /// it only has to be large enough.
+///
+/// What it creates is durable when it returns: the file is fsynced after
+/// being sized, and so is every directory that gained an entry (the file's
+/// folder, the folders `create_dir_all` made, and the existing one above
+/// them), from the bottom up, so that a power cut right after `stria
+/// format` cannot take the new file away.
 pub fn create(cfg: &DeviceConfig) -> Result<()> {
     let path = backing_path(cfg)?;
     let open_err = |source: io::Error| DeviceError::Open {
@@ -49,21 +55,59 @@ pub fn create(cfg: &DeviceConfig) -> Result<()> {
             return Ok(());
         }
     }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(open_err)?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // The folders about to be made, deepest first, then the existing one
+    // that gets the first of them.
+    let mut changed_dirs: Vec<&Path> = Vec::new();
+    for dir in parent.ancestors() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        changed_dirs.push(dir);
+        if dir.exists() {
+            break;
+        }
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(open_err)?;
-    if byte_len(&file).map_err(open_err)? >= cfg.size {
-        return Ok(());
+    fs::create_dir_all(parent).map_err(open_err)?;
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    let (file, created) = match options.clone().create_new(true).open(path) {
+        Ok(file) => (file, true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            (options.open(path).map_err(open_err)?, false)
+        }
+        Err(e) => return Err(open_err(e)),
+    };
+    let short = byte_len(&file).map_err(open_err)? < cfg.size;
+    if short {
+        reserve(&file, cfg.size).map_err(open_err)?;
     }
-    reserve(&file, cfg.size).map_err(open_err)?;
-    file.sync_all().map_err(open_err)
+    if short || created {
+        file.sync_all().map_err(open_err)?;
+    }
+    if created {
+        for dir in changed_dirs {
+            sync_dir(dir).map_err(open_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes the entries of the directory `dir` durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    tests::SYNCED_DIRS.with(|synced| synced.borrow_mut().push(dir.to_path_buf()));
+    match File::open(dir).and_then(|d| d.sync_all()) {
+        // Some filesystems cannot fsync a directory at all; their entries
+        // are as durable as they will get.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        result => result,
+    }
 }
 
 /// Grows `file` to `size` bytes, allocating the blocks when the filesystem
@@ -299,8 +343,39 @@ pub(crate) mod testing;
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+
     use super::testing::{file_config, TestDir};
     use super::*;
+
+    thread_local! {
+        /// The directories this thread fsynced, in order.
+        pub(super) static SYNCED_DIRS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn take_synced_dirs() -> Vec<PathBuf> {
+        SYNCED_DIRS.with(|synced| synced.take())
+    }
+
+    #[test]
+    fn create_syncs_every_directory_that_gained_an_entry() {
+        let dir = TestDir::new();
+        let top = dir.path();
+        take_synced_dirs();
+        let cfg = file_config(&top.join("a/b/dev.img"), 1 << 20, false);
+        create(&cfg).unwrap();
+        assert_eq!(
+            take_synced_dirs(),
+            [top.join("a/b"), top.join("a"), top.to_path_buf()]
+        );
+        // Formatting again creates nothing.
+        create(&cfg).unwrap();
+        assert!(take_synced_dirs().is_empty());
+        // A new file in an existing folder: that folder only.
+        create(&file_config(&top.join("a/other.img"), 1 << 20, false)).unwrap();
+        assert_eq!(take_synced_dirs(), [top.join("a")]);
+    }
 
     #[test]
     fn create_makes_folder_and_file_of_the_configured_size() {
