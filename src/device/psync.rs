@@ -9,7 +9,7 @@
 //! queue depth, so an engine sees the same back-pressure as on any backend.
 //!
 //! Once a flush or a write has failed, every later flush of the device
-//! fails too, from any queue (see [`file::FlushLatch`]).
+//! fails too, from any queue (see `file::FlushLatch`).
 
 use std::collections::VecDeque;
 use std::fs::File;

@@ -32,7 +32,7 @@
 //!   for the requests the kernel took), since their buffers went back to
 //!   the caller.
 //! - **Failed flushes stay failed** for every queue of the device, and with
-//!   `direct: false` so do failed writes (see [`file::FlushLatch`]).
+//!   `direct: false` so do failed writes (see `file::FlushLatch`).
 
 use std::collections::VecDeque;
 use std::fs::File;
