@@ -1,5 +1,6 @@
 //! What the kernel-path backends (`psync`, `uring`) share: creating, opening
-//! and describing a backing file or block device, and naming I/O errors.
+//! and describing a backing file or block device, naming I/O errors, and
+//! keeping a failed flush failed ([`FlushLatch`]).
 //!
 //! A backing file is used from byte 0 to the configured size; a file or
 //! block device that is larger is fine (the rest is never touched), one that
@@ -10,8 +11,10 @@ use std::io::{self, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::OnceLock;
+use std::time::SystemTime;
 
-use super::{BackendKind, DeviceError, DeviceInfo, IoBuf, Request, Result, DEFAULT_ALIGN};
+use super::{BackendKind, DeviceError, DeviceInfo, IoBuf, IoKind, Request, Result, DEFAULT_ALIGN};
 use crate::config::DeviceConfig;
 
 /// Creates the backing file of a kernel-path device for `stria format`: the
@@ -22,6 +25,12 @@ use crate::config::DeviceConfig;
 /// meets ENOSPC in the middle of its log. A file already larger than
 /// configured keeps its size and contents. A block device is never resized;
 /// it only has to be large enough.
+///
+/// What it creates is durable when it returns: the file is fsynced after
+/// being sized, and so is every directory that gained an entry (the file's
+/// folder, the folders `create_dir_all` made, and the existing one above
+/// them), from the bottom up, so that a power cut right after `stria
+/// format` cannot take the new file away.
 pub fn create(cfg: &DeviceConfig) -> Result<()> {
     let path = backing_path(cfg)?;
     let open_err = |source: io::Error| DeviceError::Open {
@@ -46,21 +55,59 @@ pub fn create(cfg: &DeviceConfig) -> Result<()> {
             return Ok(());
         }
     }
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(open_err)?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // The folders about to be made, deepest first, then the existing one
+    // that gets the first of them.
+    let mut changed_dirs: Vec<&Path> = Vec::new();
+    for dir in parent.ancestors() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        changed_dirs.push(dir);
+        if dir.exists() {
+            break;
+        }
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(open_err)?;
-    if byte_len(&file).map_err(open_err)? >= cfg.size {
-        return Ok(());
+    fs::create_dir_all(parent).map_err(open_err)?;
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    let (file, created) = match options.clone().create_new(true).open(path) {
+        Ok(file) => (file, true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            (options.open(path).map_err(open_err)?, false)
+        }
+        Err(e) => return Err(open_err(e)),
+    };
+    let short = byte_len(&file).map_err(open_err)? < cfg.size;
+    if short {
+        reserve(&file, cfg.size).map_err(open_err)?;
     }
-    reserve(&file, cfg.size).map_err(open_err)?;
-    file.sync_all().map_err(open_err)
+    if short || created {
+        file.sync_all().map_err(open_err)?;
+    }
+    if created {
+        for dir in changed_dirs {
+            sync_dir(dir).map_err(open_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes the entries of the directory `dir` durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    tests::SYNCED_DIRS.with(|synced| synced.borrow_mut().push(dir.to_path_buf()));
+    match File::open(dir).and_then(|d| d.sync_all()) {
+        // Some filesystems cannot fsync a directory at all; their entries
+        // are as durable as they will get.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        result => result,
+    }
 }
 
 /// Grows `file` to `size` bytes, allocating the blocks when the filesystem
@@ -185,14 +232,150 @@ pub fn io_error(info: &DeviceInfo, req: &Request, source: io::Error) -> DeviceEr
     }
 }
 
+/// Makes a failed flush stay failed, for every queue of a device.
+///
+/// All queues of a kernel-path device share one open file description, and
+/// Linux reports a writeback error once per description: after one queue's
+/// flush fails with EIO, another queue's flush, covering pages that were
+/// lost just the same, can return success, and so can a retry of the failed
+/// flush, because the kernel marked the pages clean when writeback failed.
+/// A flush that succeeds after a failure therefore proves nothing.
+///
+/// So the first failure poisons the device: every flush that completes
+/// afterwards, on any queue, fails with [`DeviceError::Io`] saying when and
+/// how the first one failed, and that the device must be reopened after
+/// recovery. Writes and reads go on as before. With buffered I/O (psync,
+/// and uring with `direct: false`) a failed write poisons too, since the
+/// page cache may have already lost earlier writes that only a later
+/// writeback would have reported.
+#[derive(Debug)]
+pub struct FlushLatch {
+    /// Writes go through the page cache.
+    buffered: bool,
+    /// What failed first, and when; set once.
+    first: OnceLock<String>,
+    /// Fails the next flush that completes, whatever the kernel said.
+    #[cfg(test)]
+    fail_next_flush: std::sync::atomic::AtomicBool,
+}
+
+impl FlushLatch {
+    /// A healthy device's latch; `buffered` when writes go through the page
+    /// cache.
+    pub fn new(buffered: bool) -> FlushLatch {
+        FlushLatch {
+            buffered,
+            first: OnceLock::new(),
+            #[cfg(test)]
+            fail_next_flush: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Makes the next flush that completes fail with EIO, as a failed
+    /// writeback would.
+    #[cfg(test)]
+    pub fn fail_next_flush(&self) {
+        self.fail_next_flush
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The final result of `req`, whose kernel call ended with `result`:
+    /// records a failure that poisons the device, and fails a flush of a
+    /// poisoned device.
+    pub fn finish(&self, info: &DeviceInfo, req: &Request, result: Result<()>) -> Result<()> {
+        let kind = req.kind();
+        #[cfg(test)]
+        let result = if kind == IoKind::Flush
+            && self
+                .fail_next_flush
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            Err(io_error(info, req, io::Error::from_raw_os_error(libc::EIO)))
+        } else {
+            result
+        };
+        match (&result, kind) {
+            (Err(e), IoKind::Flush) => self.poison(info, req, e),
+            (Err(e), IoKind::Write) if self.buffered => self.poison(info, req, e),
+            (Ok(()), IoKind::Flush) => {
+                if let Some(first) = self.first.get() {
+                    return Err(io_error(info, req, io::Error::other(sticky(first))));
+                }
+            }
+            _ => {}
+        }
+        result
+    }
+
+    /// Records the failure `e` of `req` unless an earlier one is recorded.
+    fn poison(&self, info: &DeviceInfo, req: &Request, e: &DeviceError) {
+        let cause = match e {
+            DeviceError::Io { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        let what = match req.kind() {
+            IoKind::Flush => "flush".to_string(),
+            kind => format!("{kind} at LBA {}", req.lba()),
+        };
+        let when = humantime::format_rfc3339_seconds(SystemTime::now());
+        let first = format!("{what} failed at {when} ({cause})");
+        if self.first.set(first).is_ok() {
+            tracing::error!(
+                device = %info.name,
+                "{}; every later flush of the device will fail",
+                sticky(self.first.get().expect("just set"))
+            );
+        }
+    }
+}
+
+/// Why a flush after the failure `first` fails.
+fn sticky(first: &str) -> String {
+    format!(
+        "an earlier {first}; data written since the last successful flush may be lost, \
+         so no later flush can vouch for it: the device must be reopened (after recovery)"
+    )
+}
+
 /// Backing files and a contract check shared by the psync and uring tests.
 #[cfg(test)]
 pub(crate) mod testing;
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+    use std::path::PathBuf;
+
     use super::testing::{file_config, TestDir};
     use super::*;
+
+    thread_local! {
+        /// The directories this thread fsynced, in order.
+        pub(super) static SYNCED_DIRS: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn take_synced_dirs() -> Vec<PathBuf> {
+        SYNCED_DIRS.with(|synced| synced.take())
+    }
+
+    #[test]
+    fn create_syncs_every_directory_that_gained_an_entry() {
+        let dir = TestDir::new();
+        let top = dir.path();
+        take_synced_dirs();
+        let cfg = file_config(&top.join("a/b/dev.img"), 1 << 20, false);
+        create(&cfg).unwrap();
+        assert_eq!(
+            take_synced_dirs(),
+            [top.join("a/b"), top.join("a"), top.to_path_buf()]
+        );
+        // Formatting again creates nothing.
+        create(&cfg).unwrap();
+        assert!(take_synced_dirs().is_empty());
+        // A new file in an existing folder: that folder only.
+        create(&file_config(&top.join("a/other.img"), 1 << 20, false)).unwrap();
+        assert_eq!(take_synced_dirs(), [top.join("a")]);
+    }
 
     #[test]
     fn create_makes_folder_and_file_of_the_configured_size() {

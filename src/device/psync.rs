@@ -7,6 +7,9 @@
 //! conventional server does, and what the non-blocking backends are
 //! measured against. Completions not yet polled still count against the
 //! queue depth, so an engine sees the same back-pressure as on any backend.
+//!
+//! Once a flush or a write has failed, every later flush of the device
+//! fails too, from any queue (see `file::FlushLatch`).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -21,10 +24,11 @@ use super::{
 use crate::config::DeviceConfig;
 
 /// A file-backed device driven by blocking system calls. Clones share the
-/// open file.
+/// open file and its flush state.
 #[derive(Clone, Debug)]
 pub struct PsyncDevice {
     file: Arc<File>,
+    latch: Arc<file::FlushLatch>,
     info: DeviceInfo,
 }
 
@@ -34,6 +38,7 @@ impl PsyncDevice {
     pub fn open(cfg: &DeviceConfig) -> Result<PsyncDevice> {
         Ok(PsyncDevice {
             file: Arc::new(file::open(cfg, false)?),
+            latch: Arc::new(file::FlushLatch::new(true)),
             info: file::info(cfg, BackendKind::Psync, false),
         })
     }
@@ -49,6 +54,7 @@ impl Device for PsyncDevice {
     fn open_queue(&self) -> Result<PsyncQueue> {
         Ok(PsyncQueue {
             file: Arc::clone(&self.file),
+            latch: Arc::clone(&self.latch),
             info: self.info.clone(),
             done: VecDeque::with_capacity(self.info.queue_depth as usize),
         })
@@ -60,6 +66,7 @@ impl Device for PsyncDevice {
 #[derive(Debug)]
 pub struct PsyncQueue {
     file: Arc<File>,
+    latch: Arc<file::FlushLatch>,
     info: DeviceInfo,
     done: VecDeque<Completion>,
 }
@@ -104,6 +111,7 @@ impl Queue for PsyncQueue {
         let result = self
             .perform(&mut req)
             .map_err(|e| file::io_error(&self.info, &req, e));
+        let result = self.latch.finish(&self.info, &req, result);
         self.done.push_back(Completion::of(req, result));
         Ok(())
     }
@@ -177,6 +185,79 @@ mod tests {
         };
         assert_eq!((*kind, *lba, c.tag), (crate::device::IoKind::Read, 100, 3));
         assert_eq!(source.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    /// Asserts that `c` is a flush that failed because an earlier one did.
+    fn assert_sticky_flush_error(c: &Completion) {
+        let Err(DeviceError::Io { kind, source, .. }) = &c.result else {
+            panic!("expected a flush error, got {:?}", c.result);
+        };
+        assert_eq!(*kind, crate::device::IoKind::Flush);
+        let msg = source.to_string();
+        assert!(msg.contains("an earlier flush failed at"), "{msg}");
+        assert!(msg.contains("reopened"), "{msg}");
+    }
+
+    #[test]
+    fn a_failed_flush_fails_every_later_flush_on_every_queue() {
+        let dir = TestDir::new();
+        let dev = device(&dir);
+        let (mut a, mut b) = (dev.open_queue().unwrap(), dev.open_queue().unwrap());
+        testing::run(&mut b, Request::flush(1));
+        dev.latch.fail_next_flush();
+        a.submit(Request::flush(2)).unwrap();
+        let failed = testing::wait(&mut a, 1).pop().unwrap();
+        let Err(DeviceError::Io { source, .. }) = &failed.result else {
+            panic!("expected the injected EIO, got {:?}", failed.result);
+        };
+        assert_eq!(source.raw_os_error(), Some(libc::EIO));
+        // The kernel would now report success to both: neither may.
+        for (q, tag) in [(&mut b, 3), (&mut a, 4)] {
+            q.submit(Request::flush(tag)).unwrap();
+            assert_sticky_flush_error(&testing::wait(q, 1).pop().unwrap());
+        }
+        // Writes and reads go on; flushes stay failed.
+        let mut buf = dev.alloc_buf(4096);
+        buf.fill(8);
+        testing::run(&mut b, Request::write(5, 2, vec![buf]));
+        assert!(testing::read_back(&dev, &mut a, 2, 1)
+            .iter()
+            .all(|&x| x == 8));
+        b.submit(Request::flush(6)).unwrap();
+        assert_sticky_flush_error(&testing::wait(&mut b, 1).pop().unwrap());
+        // Another handle on the same open device shares the state.
+        let mut c = dev.clone().open_queue().unwrap();
+        c.submit(Request::flush(7)).unwrap();
+        assert_sticky_flush_error(&testing::wait(&mut c, 1).pop().unwrap());
+    }
+
+    #[test]
+    fn a_failed_buffered_write_fails_every_later_flush() {
+        let dir = TestDir::new();
+        let dev = device(&dir);
+        let (mut a, mut b) = (dev.open_queue().unwrap(), dev.open_queue().unwrap());
+        // A queue of the same device whose descriptor refuses writes
+        // (EBADF): its write fails for real.
+        let ro = std::fs::File::open(dir.path().join("psync.img")).unwrap();
+        let mut broken = PsyncQueue {
+            file: Arc::new(ro),
+            latch: Arc::clone(&dev.latch),
+            info: dev.info.clone(),
+            done: VecDeque::new(),
+        };
+        broken
+            .submit(Request::write(1, 0, vec![dev.alloc_buf(4096)]))
+            .unwrap();
+        let c = testing::wait(&mut broken, 1).pop().unwrap();
+        assert!(matches!(c.result, Err(DeviceError::Io { .. })), "{c:?}");
+        a.submit(Request::flush(2)).unwrap();
+        let c = testing::wait(&mut a, 1).pop().unwrap();
+        let Err(DeviceError::Io { source, .. }) = &c.result else {
+            panic!("expected a flush error, got {:?}", c.result);
+        };
+        let msg = source.to_string();
+        assert!(msg.contains("an earlier write at LBA 0 failed at"), "{msg}");
+        testing::run(&mut b, Request::read(3, 0, vec![dev.alloc_buf(4096)]));
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! - **Stable addresses.** An in-flight request lives in a slot of a slab
 //!   together with its `iovec` array, boxed so neither moves; the slot index
 //!   is the SQE's `user_data`. The slot is freed only when its CQE is
-//!   reaped, and dropping a queue waits for every request the kernel holds.
+//!   reaped (or when a broken ring fails it unsent, see below), and dropping
+//!   a queue waits for every request the kernel holds.
 //! - **Short transfers** (fewer bytes than asked) fail the request with an
 //!   I/O error rather than being resubmitted: within the checked range of a
 //!   file or block device they only happen when it shrank behind our back
@@ -22,7 +23,18 @@
 //!   and then looks at the completion queue, so a completion is either seen
 //!   there (`Ready`) or signals the eventfd afterwards: no lost wake-up, and
 //!   `poll` stays free of system calls.
+//! - **A broken ring.** When `io_uring_enter` fails with anything but
+//!   EINTR, EAGAIN or EBUSY (which the next poll retries), the ring is
+//!   taken to be unusable: the requests the kernel did not take complete
+//!   at once with an I/O error carrying the errno, and so does every
+//!   request submitted to the queue afterwards. Their SQEs stay in the ring
+//!   but are never handed to the kernel (dropping the queue then only waits
+//!   for the requests the kernel took), since their buffers went back to
+//!   the caller.
+//! - **Failed flushes stay failed** for every queue of the device, and with
+//!   `direct: false` so do failed writes (see `file::FlushLatch`).
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -39,6 +51,9 @@ use crate::config::{BackendConfig, DeviceConfig};
 /// Most buffers one readv/writev may carry; the kernel fails a request
 /// with more, so it is refused at submission instead.
 const MAX_BUFS: usize = libc::UIO_MAXIOV as usize;
+
+/// `IORING_ENTER_GETEVENTS` of `linux/io_uring.h`: wait for completions.
+const IORING_ENTER_GETEVENTS: u32 = 1;
 
 /// Checks once per process whether the kernel lets us create an io_uring,
 /// and says why not when it does not (no io_uring in the kernel, disabled
@@ -62,11 +77,12 @@ fn setup_failure(e: &io::Error, entries: u32) -> String {
     }
 }
 
-/// A file-backed device driven through io_uring. Clones share the open file;
-/// each queue has its own ring.
+/// A file-backed device driven through io_uring. Clones share the open file
+/// and its flush state; each queue has its own ring.
 #[derive(Clone, Debug)]
 pub struct UringDevice {
     file: Arc<File>,
+    latch: Arc<file::FlushLatch>,
     info: DeviceInfo,
 }
 
@@ -84,6 +100,7 @@ impl UringDevice {
         let direct = !matches!(cfg.backend, BackendConfig::Uring { direct: false, .. });
         Ok(UringDevice {
             file: Arc::new(file::open(cfg, direct)?),
+            latch: Arc::new(file::FlushLatch::new(!direct)),
             info: file::info(cfg, BackendKind::Uring, direct),
         })
     }
@@ -125,11 +142,16 @@ impl Device for UringDevice {
             ring,
             eventfd,
             file: Arc::clone(&self.file),
+            latch: Arc::clone(&self.latch),
             info: info.clone(),
             slots: (0..depth).map(|_| None).collect(),
             free: (0..depth).rev().collect(),
             in_flight: 0,
-            unsubmitted: 0,
+            unsent: VecDeque::with_capacity(depth),
+            failed: Vec::new(),
+            broken: None,
+            #[cfg(test)]
+            submit_error: None,
         })
     }
 }
@@ -163,32 +185,118 @@ pub struct UringQueue {
     eventfd: OwnedFd,
     /// Keeps the descriptor the SQEs name open while requests are in flight.
     file: Arc<File>,
+    latch: Arc<file::FlushLatch>,
     info: DeviceInfo,
     /// `slots[i]` holds the request whose SQE has `user_data == i`.
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
-    /// Occupied slots: requests submitted and not yet returned by `poll`.
+    /// Requests submitted and not yet returned by `poll`: the occupied
+    /// slots plus `failed`.
     in_flight: usize,
-    /// SQEs written into the ring that the kernel has not been given yet.
-    unsubmitted: usize,
+    /// Slots whose SQEs are in the ring but not yet given to the kernel, in
+    /// the order they were written (the order the kernel takes them).
+    unsent: VecDeque<usize>,
+    /// Completions of requests that never reached the kernel, for the next
+    /// `poll`.
+    failed: Vec<Completion>,
+    /// Why `io_uring_enter` cannot submit any more, once it failed for good.
+    broken: Option<io::Error>,
+    /// Makes every submitting `io_uring_enter` fail with this errno.
+    #[cfg(test)]
+    submit_error: Option<i32>,
 }
 
 impl UringQueue {
-    /// Gives pending SQEs to the kernel. On failure they stay in the ring
-    /// and the next poll tries again.
+    /// Gives pending SQEs to the kernel. On a transient failure they stay
+    /// in the ring and the next poll tries again; on any other the ring is
+    /// broken (see [`UringQueue::break_ring`]).
     fn submit_pending(&mut self) {
-        if self.unsubmitted == 0 {
+        if self.unsent.is_empty() {
             return;
         }
-        match self.ring.submit() {
-            Ok(n) => self.unsubmitted -= n.min(self.unsubmitted),
+        match self.enter_submit() {
+            Ok(n) => {
+                self.unsent.drain(..n.min(self.unsent.len()));
+            }
             Err(e)
                 if matches!(
                     e.raw_os_error(),
                     Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
                 ) => {}
-            Err(e) => tracing::warn!(device = %self.info.name, "io_uring submit failed: {e}"),
+            Err(e) => self.break_ring(e),
         }
+    }
+
+    /// `io_uring_enter` submitting every SQE in the ring.
+    fn enter_submit(&mut self) -> io::Result<usize> {
+        #[cfg(test)]
+        if let Some(errno) = self.submit_error {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        self.ring.submit()
+    }
+
+    /// Gives up on submitting after `io_uring_enter` failed with `e`, which
+    /// a retry would meet again: every request the kernel did not take
+    /// fails with `e`, for the next `poll` to return, instead of waiting
+    /// for ever while the reactor polls in vain.
+    fn break_ring(&mut self, e: io::Error) {
+        // A failed io_uring_enter takes no SQE; the ring's own count of
+        // those left says so for certain, and those taken complete as usual.
+        let left = self.ring.submission().len().min(self.unsent.len());
+        self.unsent.drain(..self.unsent.len() - left);
+        tracing::error!(
+            device = %self.info.name,
+            failed = left,
+            "io_uring submission failed, failing this queue's unsent and future requests: {e}"
+        );
+        while let Some(index) = self.unsent.pop_front() {
+            let slot = self.slots[index]
+                .take()
+                .expect("an unsent request holds its slot");
+            self.free.push(index);
+            // The SQE still points at the iovecs and buffers freed or given
+            // back here; it is safe only because the kernel is never asked
+            // to submit again (see `wait_for_kernel`).
+            self.fail(slot.req, &e);
+        }
+        self.broken = Some(e);
+    }
+
+    /// Completes `req`, which never reached the kernel, with `e`.
+    fn fail(&mut self, req: Request, e: &io::Error) {
+        let source = match e.raw_os_error() {
+            Some(errno) => io::Error::from_raw_os_error(errno),
+            None => io::Error::new(e.kind(), e.to_string()),
+        };
+        let result = Err(file::io_error(&self.info, &req, source));
+        let result = self.latch.finish(&self.info, &req, result);
+        self.failed.push(Completion::of(req, result));
+    }
+
+    /// Requests the kernel holds or that wait in the ring to be sent.
+    fn in_ring(&self) -> usize {
+        self.in_flight - self.failed.len()
+    }
+
+    /// Waits for at least one completion of a request the kernel holds,
+    /// first sending it any unsent SQE unless the ring is broken.
+    fn wait_for_kernel(&mut self) -> io::Result<()> {
+        if self.broken.is_none() {
+            self.ring.submit_and_wait(1)?;
+            self.unsent.clear();
+            return Ok(());
+        }
+        // SAFETY: to_submit is 0, so the kernel reads no SQE (this ring has
+        // no SQPOLL thread), in particular none of those whose requests were
+        // failed by break_ring; min_complete and the flag only make it wait,
+        // and no argument is passed.
+        unsafe {
+            self.ring
+                .submitter()
+                .enter::<libc::sigset_t>(0, 1, IORING_ENTER_GETEVENTS, None)
+        }
+        .map(drop)
     }
 
     /// Takes every posted completion off the ring and frees its slot.
@@ -207,6 +315,7 @@ impl UringQueue {
             self.in_flight -= 1;
             n += 1;
             let result = completion_result(cqe.result(), &slot, &self.info);
+            let result = self.latch.finish(&self.info, &slot.req, result);
             each(Completion::of(slot.req, result));
         }
         n
@@ -300,6 +409,12 @@ impl Queue for UringQueue {
                 request: req,
             });
         }
+        if let Some(e) = self.broken.take() {
+            self.fail(req, &e);
+            self.broken = Some(e);
+            self.in_flight += 1;
+            return Ok(());
+        }
         // check_request admitted fewer than queue_depth requests, so a slot
         // is free and the SQ (at least queue_depth entries) has room.
         let index = self.free.pop().expect("a free slot below the queue depth");
@@ -313,7 +428,9 @@ impl Queue for UringQueue {
         // SAFETY: the entry points at the iovecs and, through them, the
         // buffers of the request now held in slots[index]. Both are heap
         // allocations that do not move with the slot and are freed only when
-        // this SQE's completion is reaped (or in Drop after waiting for it).
+        // this SQE's completion is reaped (or in Drop after waiting for it),
+        // or when break_ring fails it unsent, after which the kernel is
+        // never asked to submit from this ring again.
         // The file descriptor is kept open by self.file for as long.
         let pushed = unsafe { self.ring.submission().push(&entry) };
         if pushed.is_err() {
@@ -329,13 +446,16 @@ impl Queue for UringQueue {
             });
         }
         self.in_flight += 1;
-        self.unsubmitted += 1;
+        self.unsent.push_back(index);
         Ok(())
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
         self.submit_pending();
-        self.reap(|c| out.push(c))
+        let failed = self.failed.len();
+        self.in_flight -= failed;
+        out.append(&mut self.failed);
+        failed + self.reap(|c| out.push(c))
     }
 
     fn in_flight(&self) -> usize {
@@ -346,7 +466,7 @@ impl Queue for UringQueue {
         if self.in_flight == 0 {
             return WaitHint::Idle;
         }
-        if self.unsubmitted > 0 {
+        if !self.unsent.is_empty() || !self.failed.is_empty() {
             return WaitHint::Ready;
         }
         // Reset the eventfd before looking at the CQ: a completion posted
@@ -376,18 +496,18 @@ impl Drop for UringQueue {
     /// Waits for every request the kernel holds: it may still write into
     /// their buffers, which are freed with the slots.
     fn drop(&mut self) {
-        while self.in_flight > 0 {
+        while self.in_ring() > 0 {
             self.reap(drop);
-            if self.in_flight == 0 {
+            if self.in_ring() == 0 {
                 break;
             }
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => self.unsubmitted = 0,
+            match self.wait_for_kernel() {
+                Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => {
                     tracing::error!(
                         device = %self.info.name,
-                        in_flight = self.in_flight,
+                        in_flight = self.in_ring(),
                         "cannot wait for io_uring requests, leaking their buffers: {e}"
                     );
                     std::mem::forget(std::mem::take(&mut self.slots));
@@ -403,7 +523,8 @@ impl std::fmt::Debug for UringQueue {
         f.debug_struct("UringQueue")
             .field("device", &self.info.name)
             .field("in_flight", &self.in_flight)
-            .field("unsubmitted", &self.unsubmitted)
+            .field("unsent", &self.unsent.len())
+            .field("broken", &self.broken)
             .finish()
     }
 }

@@ -163,6 +163,29 @@ fn a_process_crash_keeps_completed_writes_still_volatile() {
     );
 }
 
+#[test]
+fn a_process_crash_after_a_power_cut_is_a_power_loss() {
+    let dev = device(instant());
+    let mut q = queue(&dev);
+    write(&mut q, 0, filled(1, 1));
+    flush(&mut q);
+    write(&mut q, 5, filled(2, 1));
+    dev.cut_power();
+    let mut dropped = 0;
+    for seed in 0..20 {
+        let after = dev.reboot_after_process_crash(seed);
+        let rebooted = dev.reboot(seed);
+        assert_eq!(after.visible_read(0, 8), rebooted.visible_read(0, 8));
+        assert_eq!(after.durable_read(0, 8), rebooted.durable_read(0, 8));
+        assert_eq!(after.stats().cached_bytes, 0, "nothing cached after a cut");
+        assert!(after.visible_read(0, 1).iter().all(|&b| b == 1));
+        if after.visible_read(5, 1).iter().all(|&b| b == 0) {
+            dropped += 1;
+        }
+    }
+    assert!(dropped > 0, "the unflushed write at LBA 5 was never lost");
+}
+
 /// One write of the property test.
 struct Written {
     id: u32,

@@ -178,6 +178,8 @@ fn fail_ops_fail_by_number_and_change_nothing() {
         ..instant()
     };
     let dev = device(model);
+    // Each flush on its own: the flush after the failed one succeeds.
+    dev.set_sticky_flush_errors(false);
     let mut q = queue(&dev);
     write(&mut q, 0, filled(1, 1)); // op 0
     let failed = run(&mut q, Request::write(1, 1, vec![filled(2, 1)])); // op 1
@@ -209,6 +211,59 @@ fn fail_ops_fail_by_number_and_change_nothing() {
     flush(&mut q);
     assert!(dev.durable_read(0, 1).iter().all(|&b| b == 1));
     assert_eq!(dev.stats().errors_injected, 2);
+}
+
+/// Asserts that `c` is a flush failed because an earlier flush, op
+/// `first`, was.
+fn assert_sticky_flush_error(c: &stria::device::Completion, first: u64) {
+    match &c.result {
+        Err(DeviceError::Io {
+            kind: IoKind::Flush,
+            source,
+            ..
+        }) => {
+            let msg = source.to_string();
+            assert!(msg.contains("an earlier flush failed"), "{msg}");
+            assert!(msg.contains(&format!("op {first}")), "{msg}");
+        }
+        other => panic!("expected a sticky flush error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_failed_flush_fails_every_later_flush_until_reboot() {
+    let model = SimConfig {
+        faults: SimFaults {
+            fail_ops: vec![1],
+            ..SimFaults::default()
+        },
+        ..instant()
+    };
+    let dev = device(model);
+    let (mut a, mut b) = (queue(&dev), queue(&dev));
+    write(&mut a, 0, filled(1, 1)); // op 0
+    let failed = run(&mut a, Request::flush(1)); // op 1
+    assert!(
+        matches!(&failed.result, Err(DeviceError::Io { source, .. })
+            if source.to_string().contains("fail-ops lists op 1")),
+        "{:?}",
+        failed.result
+    );
+    // A retry, or another queue's flush, fails too and makes nothing durable.
+    assert_sticky_flush_error(&run(&mut b, Request::flush(2)), 1);
+    assert_sticky_flush_error(&run(&mut a, Request::flush(3)), 1);
+    assert!(dev.durable_read(0, 1).iter().all(|&b| b == 0));
+    // Writes and reads go on.
+    write(&mut b, 1, filled(2, 1));
+    assert!(read(&mut a, 1, 1).iter().all(|&b| b == 2));
+    assert_sticky_flush_error(&run(&mut b, Request::flush(4)), 1);
+    assert_eq!(dev.stats().errors_injected, 4);
+    // Until reboot.
+    let new = dev.reboot(9);
+    let mut q = queue(&new);
+    write(&mut q, 0, filled(3, 1));
+    flush(&mut q);
+    assert!(new.durable_read(0, 1).iter().all(|&b| b == 3));
 }
 
 /// Which of 200 writes fail on a device with a 30% write error rate.

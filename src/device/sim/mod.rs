@@ -41,7 +41,14 @@
 //!    acceptance order), completes at its due time with
 //!    [`DeviceError::Io`] (`io::ErrorKind::Other`, the message naming the
 //!    op) and changes nothing: a failed write writes nothing, a failed flush
-//!    makes nothing durable.
+//!    makes nothing durable. A failed flush is sticky: every flush that
+//!    completes after it, from any queue, fails too (naming the first
+//!    failure) and makes nothing durable, until the device is rebooted. That
+//!    is how the kernel backends behave (the page cache marks the pages of
+//!    a failed writeback clean, so the data is gone whatever a retry says),
+//!    and it lets the crash checker catch an engine that retries a failed
+//!    flush and carries on. [`SimDevice::set_sticky_flush_errors`]`(false)`
+//!    models a device on which each flush fails only by its own draw.
 //! 8. **Power cut** ([`SimDevice::cut_power`], or the request numbered
 //!    `power-cut-at-op`, which is itself refused). The device freezes:
 //!    nothing completes any more, every later submission is refused with
@@ -60,7 +67,10 @@
 //!     device kept power, so nothing completed is lost: the new device has
 //!     the same persistent image and the same, still volatile, cache. Each
 //!     write in flight when the process died was executed whole or not at
-//!     all (seeded), and if executed sits in the cache.
+//!     all (seeded), and if executed sits in the cache. If the device had
+//!     lost power before (a power cut, or a [`SimDevice::reboot`] of it),
+//!     the power loss decides: the outcome is exactly that of
+//!     `reboot(seed)`.
 //!
 //! Not modelled: misdirected writes, latent sector errors, silent
 //! corruption of stored data, and reordering of completions of a single
@@ -107,7 +117,8 @@ pub struct SimStats {
     /// Bytes moved by writes and reads that completed successfully.
     pub bytes_written: u64,
     pub bytes_read: u64,
-    /// Requests failed by fault injection (`fail-ops` or an error rate).
+    /// Requests failed by fault injection (`fail-ops`, an error rate, or a
+    /// flush failing after an injected flush failure).
     pub errors_injected: u64,
     /// Requests refused at submission (invalid, queue full, offline).
     pub refused: u64,
@@ -229,7 +240,14 @@ impl SimDevice {
 
     /// Cuts the power now (fault model, item 8). Idempotent.
     pub fn cut_power(&self) {
-        self.shared.lock().cut_power("power cut".to_string());
+        self.shared.lock().go_offline("power cut".to_string(), true);
+    }
+
+    /// Whether a failed flush makes every later flush fail until reboot
+    /// (fault model, item 7); on by default. A rebooted device keeps the
+    /// setting (but not the failure).
+    pub fn set_sticky_flush_errors(&self, sticky: bool) {
+        self.shared.lock().sticky_flush_errors = sticky;
     }
 
     /// False once the power was cut (or the device was rebooted away from).
@@ -248,7 +266,12 @@ impl SimDevice {
     /// restart at 0); error rates stay. Its counters start at zero.
     pub fn reboot(&self, seed: u64) -> SimDevice {
         let mut state = self.shared.lock();
-        state.cut_power("power cut".to_string());
+        self.reboot_after_power_loss(&mut state, seed)
+    }
+
+    /// [`SimDevice::reboot`] with the lock held.
+    fn reboot_after_power_loss(&self, state: &mut State, seed: u64) -> SimDevice {
+        state.go_offline("power cut".to_string(), true);
         let mut image = state.media.durable().clone();
         let mut rng = crash_rng(seed);
         let at_risk = state.media.unflushed().map(|w| (w.lba, &w.data[..]));
@@ -263,14 +286,23 @@ impl SimDevice {
         );
         let model = rebooted_model(&state.model, seed);
         let media = Media::from_durable(image, info.block_size, model.volatile_cache);
-        SimDevice::with_media(
+        self.rebooted(state, model, media)
+    }
+
+    /// The device that comes back with `media`, keeping the settings of
+    /// this one's `state`.
+    fn rebooted(&self, state: &State, model: SimConfig, media: Media) -> SimDevice {
+        let info = &self.shared.info;
+        let new = SimDevice::with_media(
             &info.name,
             info.block_size,
             info.capacity_blocks,
             info.queue_depth,
             model,
             media,
-        )
+        );
+        new.set_sticky_flush_errors(state.sticky_flush_errors);
+        new
     }
 
     /// The device as the next process finds it after this one crashed while
@@ -278,9 +310,18 @@ impl SimDevice {
     /// offline, as the dead process's queues are gone. The new device is as
     /// after [`SimDevice::reboot`] (seed, faults, counters), but keeps every
     /// completed write, the unflushed ones still only in its volatile cache.
+    ///
+    /// A device that had lost power (see [`SimDevice::cut_power`]) cannot
+    /// have kept its cache: then this is [`SimDevice::reboot`]`(seed)`.
     pub fn reboot_after_process_crash(&self, seed: u64) -> SimDevice {
         let mut state = self.shared.lock();
-        state.cut_power("the process that used the device crashed".to_string());
+        if state.power_lost {
+            return self.reboot_after_power_loss(&mut state, seed);
+        }
+        state.go_offline(
+            "the process that used the device crashed".to_string(),
+            false,
+        );
         let mut media = state.media.clone();
         let mut rng = crash_rng(seed);
         for w in &state.lost {
@@ -289,15 +330,7 @@ impl SimDevice {
             }
         }
         let model = rebooted_model(&state.model, seed);
-        let info = &self.shared.info;
-        SimDevice::with_media(
-            &info.name,
-            info.block_size,
-            info.capacity_blocks,
-            info.queue_depth,
-            model,
-            media,
-        )
+        self.rebooted(&state, model, media)
     }
 
     /// Counters since creation or reboot.

@@ -55,6 +55,14 @@ pub(super) struct State {
     pub media: Media,
     /// `Some(why)` once the device is offline.
     pub offline: Option<String>,
+    /// The device lost power (as opposed to only the process that used it
+    /// dying): what was in its volatile cache is at risk.
+    pub power_lost: bool,
+    /// Once a flush failed, every later flush fails too (fault model,
+    /// item 7).
+    pub sticky_flush_errors: bool,
+    /// Why the first failed flush failed.
+    flush_failed: Option<String>,
     /// Writes in flight when the device went offline, in submission order.
     pub lost: Vec<LostWrite>,
     pub stats: SimStats,
@@ -75,6 +83,9 @@ impl State {
             model,
             media,
             offline: None,
+            power_lost: false,
+            sticky_flush_errors: true,
+            flush_failed: None,
             lost: Vec::new(),
             stats: SimStats::default(),
             next_op: 0,
@@ -119,7 +130,7 @@ impl State {
         if self.model.faults.power_cut_at_op == Some(op) {
             let why = format!("power cut at op {op}");
             let error = offline(&self.info.name, &req, &why);
-            self.cut_power(why);
+            self.go_offline(why, true);
             return self.refuse(req, error);
         }
         let kind = req.kind();
@@ -190,6 +201,21 @@ impl State {
             failure,
             covers,
         } = inflight;
+        let failure = match (failure, req.kind()) {
+            (Some(why), IoKind::Flush) => {
+                self.flush_failed.get_or_insert_with(|| why.clone());
+                Some(why)
+            }
+            (None, IoKind::Flush) if self.sticky_flush_errors => {
+                self.flush_failed.as_ref().map(|first| {
+                    format!(
+                        "an earlier flush failed ({first}); data written since the last \
+                         successful flush may be lost: the device must be rebooted"
+                    )
+                })
+            }
+            (failure, _) => failure,
+        };
         let result = match failure {
             Some(why) => {
                 self.stats.errors_injected += 1;
@@ -232,10 +258,14 @@ impl State {
         }
     }
 
-    /// Takes the device offline for `why`: nothing completes any more, every
-    /// request in flight or completed but not yet polled is reported
-    /// offline, and the writes in flight are kept for the crash to decide.
-    pub(super) fn cut_power(&mut self, why: String) {
+    /// Takes the device offline for `why`, having lost power if
+    /// `power_lost` (else only its process died): nothing completes any
+    /// more, every request in flight or completed but not yet polled is
+    /// reported offline, and the writes in flight are kept for the crash to
+    /// decide. Once offline it stays so, and once it lost power it stays
+    /// having lost it.
+    pub(super) fn go_offline(&mut self, why: String, power_lost: bool) {
+        self.power_lost |= power_lost;
         if self.offline.is_some() {
             return;
         }
