@@ -15,7 +15,11 @@
 //!
 //! Durability contract (every backend): a write is durable once a flush that
 //! was submitted after the write completed has itself completed. A completed
-//! write is visible to reads at once, durable or not.
+//! write is visible to reads at once, durable or not. Once a flush of a
+//! device fails (and, with buffered I/O, once a write fails), every later
+//! flush of that device fails too until it is reopened: the kernel reports a
+//! lost writeback once, so a flush that succeeds after a failure would prove
+//! nothing.
 //!
 //! Engines are written against the traits here, never a backend; the
 //! [`AnyDevice`] enum picks a backend at run time from the device map.
