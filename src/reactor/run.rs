@@ -32,7 +32,7 @@ pub(super) fn run<W: Work>(
     while !inbound.stop_requested() {
         let progress = work.poll();
         let mut messages = 0;
-        while messages < batch {
+        while messages < batch && work.accepting() {
             let Some(msg) = inbound.pop() else { break };
             work.handle(msg);
             messages += 1;
@@ -64,7 +64,13 @@ pub(super) fn run<W: Work>(
                 }
                 hints.clear();
                 work.wait_hints(&mut hints);
-                parker.park(&inbound.doorbell, &hints, || inbound.pending(), counters)?;
+                let accepting = work.accepting();
+                parker.park(
+                    &inbound.doorbell,
+                    &hints,
+                    || accepting && inbound.pending(),
+                    counters,
+                )?;
                 // Parked time is idle time, whatever woke the reactor; the
                 // iteration that follows is measured from here.
                 let woke = Instant::now();

@@ -34,6 +34,14 @@ pub trait Work: 'static {
     /// next sleep returns at once.
     fn wait_hints(&self, out: &mut Vec<WaitHint>);
 
+    /// False while the work cannot take more messages (its buffers are
+    /// full): the reactor then leaves them in the ring, whose senders feel
+    /// the back-pressure, and does not wake for them. Checked before each
+    /// drain.
+    fn accepting(&self) -> bool {
+        true
+    }
+
     /// Called once when the reactor stops, on its thread, after the messages
     /// still in the ring were handled. Work still in flight on the devices is
     /// this method's to finish or abandon.
