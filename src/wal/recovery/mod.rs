@@ -1,0 +1,1 @@
+//! Reading the log back after a start or a crash.
