@@ -126,6 +126,36 @@ fn torn_last_batch_ends_the_prefix_and_is_zeroed() {
     );
 }
 
+#[test]
+fn torn_header_of_the_next_batch_is_named() {
+    let devs = sims(2, 12);
+    let mut w = Writer::new(devs.clone());
+    let mut rng = rng();
+    let placed: Vec<_> = (0..4)
+        .map(|i| w.write(i % 2, &records(&mut rng, 2), None))
+        .collect();
+    let torn = placed[3];
+    corrupt_byte(&devs, &torn, 20); // the payload length: header checksum fails
+    let rec = run_recovery(&devs, &options(None, false)).unwrap();
+    assert_eq!(rec.next_lsn, torn.first_lsn);
+    match &rec.report.end {
+        PrefixEnd::Torn {
+            device,
+            offset,
+            why,
+            ..
+        } => {
+            assert_eq!((device.as_str(), *offset), ("wal1", torn.offset));
+            assert!(why.contains("header checksum"), "{why}");
+        }
+        other => panic!("expected a torn end, got {other:?}"),
+    }
+    assert_eq!(
+        rec.report.zeroed_batches, 0,
+        "a damaged header is no batch to zero"
+    );
+}
+
 /// Batches 0..6 alternating two devices, all flushed after the fourth, so
 /// that the last two say the first four were durable; then batch 1 is hit.
 fn log_with_corrupt_middle() -> (Vec<stria::device::sim::SimDevice>, Writer, Vec<Placed>) {

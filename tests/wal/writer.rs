@@ -282,9 +282,14 @@ pub fn records(rng: &mut impl Rng, n: usize) -> Vec<Record> {
 
 /// Flips one byte of the payload of the batch at `p`.
 pub fn corrupt_payload(devs: &[SimDevice], p: &Placed) {
+    corrupt_byte(devs, p, 70); // inside the first record: payload, never padding
+}
+
+/// Flips byte `at` of the first block of the batch at `p`.
+pub fn corrupt_byte(devs: &[SimDevice], p: &Placed, at: usize) {
     let lba = p.offset / u64::from(BS);
     let mut block = devs[p.dev].visible_read(lba, 1);
-    block[70] ^= 0x5a; // inside the first record: payload, never padding
+    block[at] ^= 0x5a;
     let mut q = devs[p.dev].open_queue().unwrap();
     let mut buf = devs[p.dev].alloc_buf(BS as usize);
     buf.copy_from_slice(&block);

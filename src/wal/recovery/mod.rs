@@ -5,21 +5,21 @@
 //! in LSN order, with what the writer needs to go on (next LSN, epoch, per
 //! device the next segment seq and slot, and the segments still live):
 //!
-//! 1. **Scan** ([`scan`]): every device at once, one thread each; segment
+//! 1. **Scan** (`scan.rs`): every device at once, one thread each; segment
 //!    headers, then the batches of each valid segment, in 1 MiB reads with
 //!    several in flight. Records are decoded during the scan and kept in
 //!    memory (not re-read): recovery returns them all anyway, so re-reading
 //!    would double the I/O to save at most the records beyond the prefix.
 //!    Records of batches wholly before the replay point are checked and
 //!    dropped at once.
-//! 2. **Prefix** ([`prefix`]): batches ordered by LSN, walked from the
+//! 2. **Prefix** (`prefix.rs`): batches ordered by LSN, walked from the
 //!    replay point until a gap, a bad batch or the end.
 //! 3. **Evidence**: a good batch whose durable LSN reaches the first LSN not
 //!    recovered proves that acknowledged data was lost: an error naming the
 //!    device, segment and byte offset ([`RecoveryError::Corrupt`],
 //!    [`RecoveryError::Missing`]), or with `truncate_corrupt` a prefix that
 //!    ends there ([`PrefixEnd::Truncated`]).
-//! 4. **Tail truncation** ([`tail`]): every batch beyond the prefix has its
+//! 4. **Tail truncation** (`tail.rs`): every batch beyond the prefix has its
 //!    first block zeroed and every device is flushed, so that the writer can
 //!    reuse those LSNs and a second recovery finds the same prefix.
 //!
@@ -187,6 +187,11 @@ pub enum RecoveryError {
 
 /// Recovers the log from `devices`: finds the prefix, truncates what lies
 /// beyond it, flushes every device and returns the prefix's records.
+/// On an error nothing has been written.
+///
+/// # Panics
+/// If `opts.segment_size` is not a whole number of at least two blocks of
+/// some device (configuration validation refuses such sizes).
 pub fn recover<D: Device>(
     devices: &[WalDevice<D>],
     opts: &RecoveryOptions,

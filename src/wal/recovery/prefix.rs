@@ -167,22 +167,27 @@ pub(super) fn plan(
     })
 }
 
-/// A damaged batch header right where `lsn` would have been written: after
-/// the batch ending at `lsn - 1`, or first in a segment started for `lsn`.
+/// A damaged batch header that may have held `lsn`: where the scan of a
+/// device's newest segment stopped, after batches that all end before `lsn`
+/// (or first in a segment started no later than `lsn`). Of several, the one
+/// after the highest LSN.
 fn torn_header_at(lsn: Lsn, scans: &[DeviceScan], names: &[&str]) -> Option<PrefixEnd> {
-    scans.iter().enumerate().find_map(|(dev, scan)| {
-        scan.segments.iter().find_map(|seg| {
+    scans
+        .iter()
+        .enumerate()
+        .filter_map(|(dev, scan)| {
+            let seg = scan.segments.iter().max_by_key(|s| s.header.seq)?;
             let (offset, why) = seg.torn.as_ref()?;
-            let follows = match seg.last_lsn {
-                Some(last) => last + 1 == lsn,
-                None => seg.header.first_lsn == lsn,
-            };
-            follows.then(|| PrefixEnd::Torn {
-                device: names[dev].to_string(),
-                segment: seg.index,
-                offset: *offset,
-                why: why.clone(),
-            })
+            let before = seg
+                .last_lsn
+                .unwrap_or(seg.header.first_lsn.saturating_sub(1));
+            (before < lsn).then_some((before, dev, seg.index, *offset, why))
         })
-    })
+        .max_by_key(|&(before, ..)| before)
+        .map(|(_, dev, segment, offset, why)| PrefixEnd::Torn {
+            device: names[dev].to_string(),
+            segment,
+            offset,
+            why: why.clone(),
+        })
 }
