@@ -8,6 +8,7 @@
 //! - [`layout`]: what Stria writes on a device (today, the superblock).
 //! - [`admin`]: `format` and `inspect`.
 //! - [`bench`]: benchmarks shared by the CLI and `benches/`.
+//! - [`wal`]: the write-ahead log's on-device format and recovery.
 
 pub mod admin;
 pub mod bench;
@@ -15,3 +16,4 @@ pub mod config;
 pub mod device;
 pub mod layout;
 pub mod reactor;
+pub mod wal;

@@ -26,7 +26,10 @@ pub struct IoBuf {
     /// Bytes from `base` to the first byte of the buffer (0 but in tests of
     /// misaligned I/O).
     offset: usize,
+    /// Visible length: what deref, I/O and `len` see.
     len: usize,
+    /// Length the allocation was made for (>= `len`); `Drop` frees with it.
+    capacity: usize,
     align: usize,
 }
 
@@ -66,6 +69,7 @@ impl IoBuf {
             base,
             offset,
             len,
+            capacity: len,
             align,
         }
     }
@@ -90,6 +94,25 @@ impl IoBuf {
         self.len
     }
 
+    /// Bytes allocated: the most [`IoBuf::restore_len`] can give back.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Shrinks the visible length to `len`, keeping the allocation, so that a
+    /// buffer filled up to `len` can go to the device without a copy. Does
+    /// nothing if `len` is not smaller.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Makes the whole allocation visible again after [`IoBuf::truncate`],
+    /// so that a buffer can be reused at its full size. Bytes past the
+    /// truncated length keep what they held.
+    pub fn restore_len(&mut self) {
+        self.len = self.capacity;
+    }
+
     /// True for a zero-length buffer.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -111,7 +134,8 @@ impl IoBuf {
     }
 
     fn data_ptr(&self) -> *mut u8 {
-        // SAFETY: offset is within the allocation (its size is len + offset).
+        // SAFETY: offset is within the allocation (its size is capacity +
+        // offset, or 1 when that is 0).
         unsafe { self.base.as_ptr().add(self.offset) }
     }
 
@@ -124,8 +148,8 @@ impl IoBuf {
 impl Deref for IoBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: data_ptr points to len initialised (zeroed at allocation)
-        // bytes inside the allocation owned by self.
+        // SAFETY: data_ptr points to len <= capacity initialised (zeroed at
+        // allocation) bytes inside the allocation owned by self.
         unsafe { std::slice::from_raw_parts(self.data_ptr(), self.len) }
     }
 }
@@ -159,7 +183,7 @@ impl Clone for IoBuf {
 
 impl Drop for IoBuf {
     fn drop(&mut self) {
-        let layout = IoBuf::layout(self.len, self.align, self.offset);
+        let layout = IoBuf::layout(self.capacity, self.align, self.offset);
         // SAFETY: base was allocated by alloc_zeroed with exactly this layout
         // and is freed only here, once.
         unsafe { alloc::dealloc(self.base.as_ptr(), layout) }
@@ -170,6 +194,7 @@ impl fmt::Debug for IoBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IoBuf")
             .field("len", &self.len)
+            .field("capacity", &self.capacity)
             .field("align", &self.align)
             .finish()
     }
@@ -210,5 +235,27 @@ mod tests {
         assert_eq!(&copy[..], &buf[..]);
         assert_eq!(copy.align(), 512);
         assert_ne!(copy.as_ptr(), buf.as_ptr());
+    }
+
+    #[test]
+    fn truncate_shrinks_the_view_and_restore_brings_it_back() {
+        let mut buf = IoBuf::with_align(8192, 512);
+        buf.fill(3);
+        buf.truncate(4096);
+        assert_eq!((buf.len(), buf.capacity()), (4096, 8192));
+        assert!(buf.iter().all(|&b| b == 3));
+        buf.truncate(10_000);
+        assert_eq!(buf.len(), 4096, "truncate never grows");
+        let copy = buf.clone();
+        assert_eq!((copy.len(), copy.capacity()), (4096, 4096));
+        buf.restore_len();
+        assert_eq!(buf.len(), 8192);
+        assert!(buf.iter().all(|&b| b == 3));
+        // Dropping a truncated buffer frees the whole allocation (Miri and
+        // the allocator's own checks catch a wrong layout here).
+        let mut short = IoBuf::new(4096);
+        short.truncate(0);
+        assert!(short.is_empty());
+        drop(short);
     }
 }
