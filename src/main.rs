@@ -9,7 +9,8 @@ use tracing_subscriber::EnvFilter;
 
 use stria::admin::{self, Formatted};
 use stria::bench::devbench::{self, DevbenchOptions};
-use stria::config::{Config, IdlePolicy};
+use stria::bench::walpe::{self, WalPeOptions};
+use stria::config::{Config, Durability, IdlePolicy};
 
 /// Stria: a write-path storage appliance. Every command takes the device map
 /// with --config; without it, the embedded default (conf/local.yaml:
@@ -71,6 +72,55 @@ enum Command {
         #[arg(long = "device")]
         devices: Vec<String>,
     },
+    /// Benchmarks of the write path.
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// HBase's WALPerformanceEvaluation: threads appending to the WAL, each
+    /// waiting for its acknowledgement (or keeping --inflight in flight).
+    ///
+    /// Appends to the WAL devices of the map (overwriting their log; the
+    /// log is released as soon as it is durable).
+    WalPe {
+        /// The YAML device map (default: the embedded conf/local.yaml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value_t = 100)]
+        threads: usize,
+        /// Appends per thread.
+        #[arg(long, default_value_t = 10_000)]
+        iterations: u64,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 1024)]
+        value_size: usize,
+        /// Bytes per key.
+        #[arg(long, default_value_t = 16)]
+        key_size: usize,
+        /// none, async, write or sync.
+        #[arg(long, default_value = "sync", value_parser = parse_durability)]
+        durability: Durability,
+        /// Appends each thread keeps in flight.
+        #[arg(long, default_value_t = 1)]
+        inflight: usize,
+        /// Use only the first K WAL devices of the map.
+        #[arg(long, value_name = "K")]
+        devices: Option<usize>,
+    },
+}
+
+fn parse_durability(s: &str) -> Result<Durability, String> {
+    match s {
+        "none" => Ok(Durability::None),
+        "async" => Ok(Durability::Async),
+        "write" => Ok(Durability::Write),
+        "sync" => Ok(Durability::Sync),
+        _ => Err(format!(
+            "{s:?} is not a durability (none, async, write, sync)"
+        )),
+    }
 }
 
 fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
@@ -185,6 +235,30 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 devices,
             };
             let report = devbench::run(&configs, &opts).map_err(|e| e.to_string())?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::WalPe {
+            config,
+            threads,
+            iterations,
+            value_size,
+            key_size,
+            durability,
+            inflight,
+            devices,
+        }) => {
+            let cfg = load(config.as_ref())?;
+            let opts = WalPeOptions {
+                threads,
+                iterations,
+                value_size,
+                key_size,
+                durability,
+                in_flight: inflight,
+                devices,
+            };
+            let report = walpe::run(&cfg, &opts).map_err(|e| e.to_string())?;
             print!("{report}");
             Ok(ExitCode::SUCCESS)
         }

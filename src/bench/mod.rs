@@ -4,3 +4,4 @@ pub mod devbench;
 pub mod device;
 pub mod latency;
 pub mod table;
+pub mod walpe;

@@ -1,7 +1,23 @@
-//! The write-ahead log: its on-device format and recovery.
+//! The write-ahead log, striped over the WAL devices.
+//!
+//! - `format`: segments, batches and records as they lie on a device.
+//! - `commit`: the WAL reactor: group commit, durability, ordered acks.
+//! - `segments`: each device's ring of segments, reuse after release.
+//! - `recovery`: reading the longest gap-free prefix back at open.
+//! - `writer`: the handle writers use ([`Wal`]), `ticket`: their acks.
 
+mod commit;
+mod error;
 pub mod format;
 pub mod recovery;
+mod segments;
+pub mod stats;
+mod ticket;
+mod writer;
+
+pub use error::WalError;
+pub use ticket::Ticket;
+pub use writer::{Wal, WalOptions};
 
 /// A log sequence number. The first LSN of a fresh log is 1; 0 means "none".
 pub type Lsn = u64;

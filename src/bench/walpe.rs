@@ -1,0 +1,218 @@
+//! `stria bench wal-pe`: the shape of HBase's WALPerformanceEvaluation.
+//!
+//! T threads each append N records of V bytes at one durability level,
+//! each waiting for its acknowledgement before the next (or keeping K in
+//! flight), against the WAL devices of a map. The log is released as soon
+//! as it is durable, as if the memstores flushed at once, so a long run
+//! measures the log and never fills it.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::latency::{fmt_us, Latency};
+use crate::config::{Config, Durability};
+use crate::device::{AnyDevice, DeviceError};
+use crate::reactor::ReactorConfig;
+use crate::wal::recovery::WalDevice;
+use crate::wal::stats::WalStatsSnapshot;
+use crate::wal::{Wal, WalError, WalOptions};
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct WalPeOptions {
+    pub threads: usize,
+    pub iterations: u64,
+    pub value_size: usize,
+    pub key_size: usize,
+    pub durability: Durability,
+    /// Appends each thread keeps in flight.
+    pub in_flight: usize,
+    /// Use the first `devices` WAL devices of the map (default: all).
+    pub devices: Option<usize>,
+}
+
+/// What was measured.
+#[derive(Clone, Debug)]
+pub struct WalPeReport {
+    pub opts: WalPeOptions,
+    pub devices: Vec<String>,
+    pub elapsed: Duration,
+    pub latency: Latency,
+    pub stats: WalStatsSnapshot,
+    pub recovery: String,
+}
+
+/// Why the bench could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum WalPeError {
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error(transparent)]
+    Wal(#[from] WalError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Runs the bench on the WAL devices of `cfg`.
+pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError> {
+    if opts.threads == 0 || opts.iterations == 0 || opts.in_flight == 0 {
+        return Err(WalPeError::Usage(
+            "--threads, --iterations and --inflight must be at least 1".into(),
+        ));
+    }
+    let mut names = cfg.wal.devices.clone();
+    if let Some(k) = opts.devices {
+        if k == 0 || k > names.len() {
+            return Err(WalPeError::Usage(format!(
+                "--devices {k}: the map has {} WAL devices",
+                names.len()
+            )));
+        }
+        names.truncate(k);
+    }
+    let mut devices = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let dev_cfg = cfg.device(name).expect("validated WAL device");
+        devices.push(WalDevice {
+            index: i as u32,
+            name: name.clone(),
+            device: AnyDevice::open(dev_cfg)?,
+        });
+    }
+    // Segment headers carry the appliance id of the superblock (sim devices
+    // have none: 0).
+    let appliance_id = match crate::admin::read_superblock(&devices[0].device) {
+        Ok(Ok(sb)) => sb.appliance_id,
+        _ => 0,
+    };
+    let wal_opts = WalOptions::from_config(&cfg.wal, appliance_id);
+    let reactor = ReactorConfig::pinned("wal", cfg.reactors.wal[0], &cfg.reactors);
+    let (wal, recovered) = Wal::open(devices, &wal_opts, reactor)?;
+    // Whatever an earlier run left is not this run's to keep.
+    wal.release(recovered.next_lsn.saturating_sub(1));
+    let wal = Arc::new(wal);
+    let latency = Arc::new(Mutex::new(Latency::new()));
+    let failure: Arc<Mutex<Option<WalError>>> = Arc::default();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..opts.threads {
+            let (wal, latency, failure) = (&wal, &latency, &failure);
+            s.spawn(move || {
+                if let Err(e) = writer(wal, t, opts, latency) {
+                    failure.lock().expect("lock").get_or_insert(e);
+                }
+            });
+        }
+    });
+    let elapsed = start.elapsed();
+    if let Some(e) = failure.lock().expect("lock").take() {
+        return Err(e.into());
+    }
+    let wal = Arc::into_inner(wal).expect("writers are done");
+    let stats = wal.close()?;
+    let latency = Arc::into_inner(latency)
+        .expect("writers are done")
+        .into_inner()
+        .expect("lock");
+    Ok(WalPeReport {
+        opts: opts.clone(),
+        devices: names,
+        elapsed,
+        latency,
+        stats,
+        recovery: recovered.report.to_string(),
+    })
+}
+
+fn writer(
+    wal: &Wal,
+    thread: usize,
+    opts: &WalPeOptions,
+    shared: &Mutex<Latency>,
+) -> Result<(), WalError> {
+    let mut latency = Latency::new();
+    let value = vec![0x5a; opts.value_size];
+    let mut in_flight = VecDeque::with_capacity(opts.in_flight);
+    for i in 0..opts.iterations {
+        let mut key = format!("t{thread:04}-{i:012}").into_bytes();
+        key.resize(opts.key_size.max(key.len()), b'k');
+        if in_flight.len() == opts.in_flight {
+            let (at, ticket): (Instant, crate::wal::Ticket) = in_flight.pop_front().expect("full");
+            ticket.wait()?;
+            latency.record(at.elapsed());
+        }
+        let at = Instant::now();
+        in_flight.push_back((at, wal.put(0, key, value.clone(), opts.durability)?));
+        if i % 1024 == 0 {
+            wal.release(wal.durable_lsn());
+        }
+    }
+    for (at, ticket) in in_flight {
+        ticket.wait()?;
+        latency.record(at.elapsed());
+    }
+    wal.release(wal.durable_lsn());
+    shared.lock().expect("lock").add(&latency);
+    Ok(())
+}
+
+impl WalPeReport {
+    pub fn ops(&self) -> u64 {
+        self.opts.threads as u64 * self.opts.iterations
+    }
+
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+impl fmt::Display for WalPeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.opts;
+        let s = self.latency.summary();
+        let bytes = self.ops() * (o.value_size + o.key_size) as u64;
+        writeln!(
+            f,
+            "threads={}, iterations={}, durability={} took {:.3}s, {:.0} ops/s",
+            o.threads,
+            o.iterations,
+            o.durability.as_str(),
+            self.elapsed.as_secs_f64(),
+            self.ops_per_sec()
+        )?;
+        writeln!(
+            f,
+            "  {:.1} MB/s of keys and values; {} in flight per thread; devices {}",
+            bytes as f64 / 1e6 / self.elapsed.as_secs_f64().max(1e-9),
+            o.in_flight,
+            self.devices.join(", ")
+        )?;
+        writeln!(
+            f,
+            "  latency mean {}us p50 {}us p99 {}us p99.9 {}us max {}us",
+            fmt_us(s.mean_us),
+            fmt_us(s.p50_us),
+            fmt_us(s.p99_us),
+            fmt_us(s.p999_us),
+            fmt_us(s.max_us)
+        )?;
+        writeln!(
+            f,
+            "  batches {} ({:.1} records/batch), batches per device {:?}, flushes per device {:?}",
+            self.stats.batches,
+            self.stats.records_per_batch(),
+            self.stats.device_batches,
+            self.stats.flushes
+        )?;
+        writeln!(
+            f,
+            "  writers waited for log space {:.3}s; log full {} times; {} segments reclaimed",
+            self.stats.writer_wait_ns as f64 / 1e9,
+            self.stats.log_full,
+            self.stats.segments_reclaimed
+        )?;
+        writeln!(f, "  recovery at open: {}", self.recovery)
+    }
+}

@@ -1,0 +1,566 @@
+//! Group commit: the WAL reactor's work.
+//!
+//! # Design
+//!
+//! One reactor owns a queue on every WAL device of the stripe. Writers hand
+//! it appends through its bounded ring; it gives each an LSN in the order it
+//! takes them and copies the record once, into the open batch's device
+//! buffer. Nothing waits to fill a batch: as soon as a device has a free
+//! batch slot, the open batch is sealed and written there, round-robin over
+//! the devices. While batches are in flight, the appends that arrive form
+//! the next ones, so the batch size grows with the load by itself (the
+//! leader/follower of raft-engine's write barrier, or HBase's ring of
+//! pending appends drained by one syncer, with the device queue as the
+//! leader).
+//!
+//! Durability is tracked per batch: `Writing` until its write completes,
+//! then `Written`, then `Durable` once a flush submitted after the write
+//! completed has completed on its device (at once on a device without a
+//! volatile cache). A device is flushed only while some `sync` append is
+//! waiting, and one flush covers every batch written on that device before
+//! it was sent. Acknowledgements follow two watermarks over the batches in
+//! LSN order: an append is acknowledged at `write` once every batch up to
+//! its LSN is written, and at `sync` once every batch up to it is durable.
+//! So acknowledgements go out in LSN order at every level, and after any
+//! crash the devices hold a gap-free prefix that includes every
+//! acknowledged `sync` append (every `write` one, too, after a process
+//! crash).
+//!
+//! A device error fails the WAL: every waiting and later append gets the
+//! error, since what the device holds is no longer known.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::format::{BatchBuilder, RecordOp, RecordRef, SegmentHeader};
+use super::segments::Segments;
+use super::stats::{add, WalStats};
+use super::ticket::TicketState;
+use super::Lsn;
+use crate::config::Durability;
+use crate::device::{Completion, IoBuf, IoKind, Queue, Request, WaitHint};
+use crate::reactor::{Progress, Work};
+
+/// The tag of flush requests; write requests carry their batch id.
+const FLUSH_TAG: u64 = u64::MAX;
+
+/// What writers send the WAL reactor.
+pub(crate) enum Msg {
+    Append {
+        op: RecordOp,
+        region: u32,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        durability: Durability,
+        ticket: Arc<TicketState>,
+    },
+    /// Completes once every append sent before it is durable.
+    Barrier(Arc<TicketState>),
+}
+
+/// Watermarks the reactor publishes for the handle.
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    /// Every LSN at or below is written / durable.
+    pub write_lsn: AtomicU64,
+    pub sync_lsn: AtomicU64,
+    /// The memstores no longer need LSNs at or below this.
+    pub released: AtomicU64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Writing,
+    Written,
+    Durable,
+}
+
+#[derive(Debug)]
+struct Batch {
+    id: u64,
+    last: Lsn,
+    state: State,
+}
+
+/// One device of the stripe, as the reactor sees it.
+pub(crate) struct Dev<Q> {
+    pub queue: Q,
+    pub index: u32,
+    pub segments: Segments,
+    pub volatile: bool,
+    header: Option<IoBuf>,
+    in_flight: usize,
+    /// Batches whose write completed and that no flush covers yet.
+    unflushed: Vec<u64>,
+    /// The batches the flush in flight covers.
+    flushing: Option<Vec<u64>>,
+    done: Vec<Completion>,
+}
+
+impl<Q: Queue> Dev<Q> {
+    pub fn new(queue: Q, index: u32, segments: Segments, header: IoBuf) -> Dev<Q> {
+        let volatile = queue.info().volatile_cache;
+        Dev {
+            queue,
+            index,
+            segments,
+            volatile,
+            header: Some(header),
+            in_flight: 0,
+            unflushed: Vec::new(),
+            flushing: None,
+            done: Vec::new(),
+        }
+    }
+}
+
+/// The WAL reactor's state.
+pub(crate) struct WalWork<Q: Queue> {
+    devs: Vec<Dev<Q>>,
+    appliance_id: u128,
+    epoch: u64,
+    block_size: u32,
+    max_in_flight: usize,
+    rr: usize,
+    pool: Vec<IoBuf>,
+    /// The batch being filled, and its first LSN.
+    open: Option<(BatchBuilder, Lsn)>,
+    /// Full batches waiting for a device: builder, first and last LSN.
+    ready: VecDeque<(BatchBuilder, Lsn, Lsn)>,
+    /// An append that found no buffer; the ring holds the rest.
+    stalled: Option<Msg>,
+    next_lsn: Lsn,
+    next_batch: u64,
+    batches: VecDeque<Batch>,
+    write_lsn: Lsn,
+    sync_lsn: Lsn,
+    write_waiters: VecDeque<(Lsn, Arc<TicketState>)>,
+    sync_waiters: VecDeque<(Lsn, Arc<TicketState>)>,
+    failed: Option<String>,
+    released: Lsn,
+    log_full_since: Option<Instant>,
+    published: Arc<Published>,
+    stats: Arc<WalStats>,
+}
+
+/// What the reactor starts from.
+pub(crate) struct Start {
+    pub appliance_id: u128,
+    pub epoch: u64,
+    pub next_lsn: Lsn,
+    pub block_size: u32,
+    pub batch_bytes: usize,
+    pub buffers: usize,
+    pub max_in_flight: usize,
+}
+
+impl<Q: Queue> WalWork<Q> {
+    pub fn new(
+        devs: Vec<Dev<Q>>,
+        start: Start,
+        alloc: impl Fn(usize) -> IoBuf,
+        published: Arc<Published>,
+        stats: Arc<WalStats>,
+    ) -> WalWork<Q> {
+        let durable = start.next_lsn - 1;
+        published.write_lsn.store(durable, Ordering::SeqCst);
+        published.sync_lsn.store(durable, Ordering::SeqCst);
+        WalWork {
+            devs,
+            appliance_id: start.appliance_id,
+            epoch: start.epoch,
+            block_size: start.block_size,
+            max_in_flight: start.max_in_flight.max(1),
+            rr: 0,
+            pool: (0..start.buffers)
+                .map(|_| alloc(start.batch_bytes))
+                .collect(),
+            open: None,
+            ready: VecDeque::new(),
+            stalled: None,
+            next_lsn: start.next_lsn,
+            next_batch: 0,
+            batches: VecDeque::new(),
+            write_lsn: durable,
+            sync_lsn: durable,
+            write_waiters: VecDeque::new(),
+            sync_waiters: VecDeque::new(),
+            failed: None,
+            released: 0,
+            log_full_since: None,
+            published,
+            stats,
+        }
+    }
+
+    /// Takes one message; false when there is no buffer to put it in.
+    fn take(&mut self, msg: Msg) -> Result<(), Msg> {
+        if let Some(why) = &self.failed {
+            match &msg {
+                Msg::Append { ticket, .. } | Msg::Barrier(ticket) => ticket.fail(why),
+            }
+            return Ok(());
+        }
+        match msg {
+            Msg::Barrier(ticket) => {
+                let last = self.next_lsn - 1;
+                if last <= self.sync_lsn {
+                    ticket.complete(last);
+                } else {
+                    self.sync_waiters.push_back((last, ticket));
+                }
+                Ok(())
+            }
+            Msg::Append {
+                op,
+                region,
+                key,
+                value,
+                durability,
+                ticket,
+            } => {
+                let fits = self
+                    .open
+                    .as_ref()
+                    .is_some_and(|(b, _)| b.fits(key.len(), value.len()));
+                if !fits {
+                    if let Some((b, first)) = self.open.take() {
+                        let last = first + u64::from(b.count()) - 1;
+                        self.ready.push_back((b, first, last));
+                    }
+                    let Some(buf) = self.pool.pop() else {
+                        return Err(Msg::Append {
+                            op,
+                            region,
+                            key,
+                            value,
+                            durability,
+                            ticket,
+                        });
+                    };
+                    self.open = Some((BatchBuilder::new(buf, self.block_size), self.next_lsn));
+                }
+                let (builder, _) = self.open.as_mut().expect("an open batch");
+                builder.push(RecordRef {
+                    op,
+                    region,
+                    key: &key,
+                    value: &value,
+                });
+                let lsn = self.next_lsn;
+                self.next_lsn += 1;
+                add(&self.stats.appends, 1);
+                match durability {
+                    Durability::None | Durability::Async => ticket.complete(lsn),
+                    Durability::Write => self.write_waiters.push_back((lsn, ticket)),
+                    Durability::Sync => self.sync_waiters.push_back((lsn, ticket)),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Fails the WAL: every waiter now and every append later.
+    fn fail(&mut self, why: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        tracing::error!("WAL failed: {why}");
+        for (_, t) in self
+            .write_waiters
+            .drain(..)
+            .chain(self.sync_waiters.drain(..))
+        {
+            t.fail(&why);
+        }
+        self.failed = Some(why);
+    }
+
+    fn reap(&mut self) -> usize {
+        let mut n = 0;
+        for d in 0..self.devs.len() {
+            let mut done = std::mem::take(&mut self.devs[d].done);
+            self.devs[d].queue.poll(&mut done);
+            n += done.len();
+            for c in done.drain(..) {
+                self.completed(d, c);
+            }
+            self.devs[d].done = done;
+        }
+        n
+    }
+
+    fn completed(&mut self, d: usize, c: Completion) {
+        if let Err(e) = &c.result {
+            let why = e.to_string();
+            self.fail(why);
+        }
+        let dev = &mut self.devs[d];
+        match c.kind {
+            IoKind::Flush => {
+                let covered = dev.flushing.take().unwrap_or_default();
+                if c.result.is_ok() {
+                    for id in covered {
+                        self.set_state(id, State::Durable);
+                    }
+                }
+            }
+            _ => {
+                dev.in_flight -= 1;
+                let mut bufs = c.bufs;
+                let mut batch_buf = bufs.pop().expect("the batch buffer comes back");
+                if let Some(h) = bufs.pop() {
+                    dev.header = Some(h);
+                }
+                batch_buf.restore_len();
+                self.pool.push(batch_buf);
+                if c.result.is_ok() {
+                    let volatile = self.devs[d].volatile;
+                    if volatile {
+                        self.devs[d].unflushed.push(c.tag);
+                        self.set_state(c.tag, State::Written);
+                    } else {
+                        self.set_state(c.tag, State::Durable);
+                    }
+                }
+            }
+        }
+    }
+
+    fn set_state(&mut self, id: u64, state: State) {
+        // Batch ids are consecutive from the front of the deque.
+        let Some(front) = self.batches.front().map(|b| b.id) else {
+            return;
+        };
+        if let Some(b) = id
+            .checked_sub(front)
+            .and_then(|i| self.batches.get_mut(i as usize))
+        {
+            debug_assert_eq!(b.id, id);
+            b.state = state;
+        }
+    }
+
+    /// Seals and writes batches while devices have room.
+    fn submit(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            if self.failed.is_some() {
+                return n;
+            }
+            if self.ready.is_empty() {
+                match self.open.take() {
+                    Some((b, first)) if !b.is_empty() => {
+                        let last = first + u64::from(b.count()) - 1;
+                        self.ready.push_back((b, first, last));
+                    }
+                    other => self.open = other,
+                }
+            }
+            let Some((builder, _, last)) = self.ready.front() else {
+                return n;
+            };
+            let blocks = (builder.padded_len() / self.block_size as usize) as u64;
+            let last = *last;
+            // Round-robin over the devices with a free batch slot and room.
+            let count = self.devs.len();
+            let mut placed = None;
+            let mut any_free = false;
+            for k in 0..count {
+                let d = (self.rr + k) % count;
+                if self.devs[d].in_flight >= self.max_in_flight {
+                    continue;
+                }
+                any_free = true;
+                if let Some(p) = self.devs[d].segments.place(blocks, last) {
+                    placed = Some((d, p));
+                    break;
+                }
+            }
+            let Some((d, p)) = placed else {
+                if any_free && self.log_full_since.is_none() {
+                    self.log_full_since = Some(Instant::now());
+                    add(&self.stats.log_full, 1);
+                }
+                return n;
+            };
+            self.log_full_since = None;
+            self.rr = (d + 1) % count;
+            let (builder, first, last) = self.ready.pop_front().expect("front exists");
+            let records = u64::from(builder.count());
+            let (buf, len) = builder.seal(first, p.seq, self.sync_lsn, self.epoch);
+            let id = self.next_batch;
+            self.next_batch += 1;
+            let dev = &mut self.devs[d];
+            let req = match p.new_segment {
+                Some((_, seq)) => {
+                    let mut header = dev.header.take().expect("one header write at a time");
+                    SegmentHeader {
+                        device_index: dev.index,
+                        appliance_id: self.appliance_id,
+                        seq,
+                        epoch: self.epoch,
+                        first_lsn: first,
+                    }
+                    .encode(&mut header);
+                    Request::write(id, p.lba - 1, vec![header, buf])
+                }
+                None => Request::write(id, p.lba, vec![buf]),
+            };
+            if let Err(rejected) = dev.queue.submit(req) {
+                let why = rejected.error.to_string();
+                self.fail(why);
+                return n;
+            }
+            dev.in_flight += 1;
+            self.batches.push_back(Batch {
+                id,
+                last,
+                state: State::Writing,
+            });
+            add(&self.stats.batches, 1);
+            add(&self.stats.records, records);
+            add(&self.stats.bytes, len as u64);
+            add(&self.stats.device_batches[d], 1);
+            n += 1;
+        }
+    }
+
+    /// Flushes the devices holding written batches while a `sync` append
+    /// waits for them.
+    fn flush(&mut self) -> usize {
+        let Some(&(want, _)) = self.sync_waiters.front() else {
+            return 0;
+        };
+        if want <= self.sync_lsn || self.failed.is_some() {
+            return 0;
+        }
+        let mut n = 0;
+        for d in 0..self.devs.len() {
+            let dev = &mut self.devs[d];
+            if dev.flushing.is_some() || dev.unflushed.is_empty() {
+                continue;
+            }
+            if let Err(rejected) = dev.queue.submit(Request::flush(FLUSH_TAG)) {
+                let why = rejected.error.to_string();
+                self.fail(why);
+                return n;
+            }
+            dev.flushing = Some(std::mem::take(&mut dev.unflushed));
+            add(&self.stats.flushes[d], 1);
+            n += 1;
+        }
+        n
+    }
+
+    /// Advances the watermarks and acknowledges whoever they now cover.
+    fn acknowledge(&mut self) -> usize {
+        while let Some(b) = self.batches.front() {
+            if b.state != State::Durable {
+                break;
+            }
+            self.sync_lsn = b.last;
+            self.batches.pop_front();
+        }
+        self.write_lsn = self.write_lsn.max(self.sync_lsn);
+        for b in &self.batches {
+            if b.state == State::Writing {
+                break;
+            }
+            self.write_lsn = b.last;
+        }
+        let mut n = 0;
+        while let Some((lsn, _)) = self.write_waiters.front() {
+            if *lsn > self.write_lsn {
+                break;
+            }
+            let (lsn, t) = self.write_waiters.pop_front().expect("front exists");
+            t.complete(lsn);
+            n += 1;
+        }
+        while let Some((lsn, _)) = self.sync_waiters.front() {
+            if *lsn > self.sync_lsn {
+                break;
+            }
+            let (lsn, t) = self.sync_waiters.pop_front().expect("front exists");
+            t.complete(lsn);
+            n += 1;
+        }
+        self.published
+            .write_lsn
+            .store(self.write_lsn, Ordering::SeqCst);
+        self.published
+            .sync_lsn
+            .store(self.sync_lsn, Ordering::SeqCst);
+        n
+    }
+
+    fn reclaim(&mut self) {
+        let released = self.published.released.load(Ordering::SeqCst);
+        if released > self.released {
+            self.released = released;
+            for dev in &mut self.devs {
+                let freed = dev.segments.reclaim(released);
+                add(&self.stats.segments_reclaimed, freed);
+            }
+        }
+    }
+}
+
+impl<Q: Queue + 'static> Work for WalWork<Q> {
+    type Msg = Msg;
+
+    fn handle(&mut self, msg: Msg) {
+        if let Err(msg) = self.take(msg) {
+            self.stalled = Some(msg);
+        }
+    }
+
+    fn accepting(&self) -> bool {
+        self.stalled.is_none()
+    }
+
+    fn poll(&mut self) -> Progress {
+        self.reclaim();
+        let completions = self.reap();
+        let mut work = 0;
+        if let Some(msg) = self.stalled.take() {
+            match self.take(msg) {
+                Ok(()) => work += 1,
+                Err(msg) => self.stalled = Some(msg),
+            }
+        }
+        work += self.submit();
+        work += self.flush();
+        work += self.acknowledge();
+        Progress { completions, work }
+    }
+
+    fn wait_hints(&self, out: &mut Vec<WaitHint>) {
+        for dev in &self.devs {
+            out.push(dev.queue.wait_hint());
+        }
+        if self.log_full_since.is_some() {
+            // Released segments are noticed by polling the watermark.
+            out.push(WaitHint::Deadline(
+                Instant::now() + Duration::from_millis(1),
+            ));
+        }
+    }
+
+    fn finish(&mut self) {
+        let why = "the WAL was closed".to_string();
+        for (_, t) in self
+            .write_waiters
+            .drain(..)
+            .chain(self.sync_waiters.drain(..))
+        {
+            t.fail(&why);
+        }
+        if let Some(Msg::Append { ticket, .. } | Msg::Barrier(ticket)) = self.stalled.take() {
+            ticket.fail(&why);
+        }
+    }
+}

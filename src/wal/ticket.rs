@@ -1,0 +1,137 @@
+//! Tickets: how a writer learns that its append was acknowledged.
+//!
+//! The WAL reactor completes a ticket once its write reached the durability
+//! it asked for; the writer either blocks on it ([`Ticket::wait`]) or checks
+//! it ([`Ticket::poll`]) while it keeps other appends in flight.
+//!
+//! Waking without a lost wake-up: the waiter publishes its thread handle
+//! before it checks the state, and the reactor publishes the state before
+//! it looks for a waiter (both sequentially consistent), so at least one of
+//! them sees the other; `park` tolerates spurious returns.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{self, Thread};
+use std::time::Duration;
+
+use super::{Lsn, WalError};
+
+const PENDING: u8 = 0;
+const DONE: u8 = 1;
+const FAILED: u8 = 2;
+
+/// Shared between a writer and the WAL reactor.
+#[derive(Debug, Default)]
+pub(crate) struct TicketState {
+    state: AtomicU8,
+    lsn: AtomicU64,
+    waiter: OnceLock<Thread>,
+    error: OnceLock<String>,
+}
+
+impl TicketState {
+    pub(crate) fn new() -> Arc<TicketState> {
+        Arc::new(TicketState::default())
+    }
+
+    /// Acknowledges the append with its LSN (0 for a `none` write).
+    pub(crate) fn complete(&self, lsn: Lsn) {
+        self.lsn.store(lsn, Ordering::Relaxed);
+        self.state.store(DONE, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Fails the append: it may or may not be in the log.
+    pub(crate) fn fail(&self, why: &str) {
+        let _ = self.error.set(why.to_string());
+        self.state.store(FAILED, Ordering::SeqCst);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        if let Some(t) = self.waiter.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// An append in flight. Dropping it does not cancel the append.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    pub(crate) state: Arc<TicketState>,
+}
+
+impl Ticket {
+    pub(crate) fn new(state: Arc<TicketState>) -> Ticket {
+        Ticket { state }
+    }
+
+    /// A ticket that is already acknowledged (`none` writes are not logged).
+    pub(crate) fn done(lsn: Lsn) -> Ticket {
+        let state = TicketState::new();
+        state.complete(lsn);
+        Ticket { state }
+    }
+
+    /// The outcome, if there is one yet: the LSN the write was logged at
+    /// (0 for a `none` write), or why it failed.
+    pub fn poll(&self) -> Option<Result<Lsn, WalError>> {
+        match self.state.state.load(Ordering::SeqCst) {
+            PENDING => None,
+            DONE => Some(Ok(self.state.lsn.load(Ordering::Relaxed))),
+            _ => Some(Err(WalError::Failed(
+                self.state.error.get().cloned().unwrap_or_default(),
+            ))),
+        }
+    }
+
+    /// Blocks the calling thread until the append is acknowledged.
+    ///
+    /// Only one thread may wait on a ticket (the first one to call `wait`
+    /// is the one woken).
+    pub fn wait(&self) -> Result<Lsn, WalError> {
+        if let Some(r) = self.poll() {
+            return r;
+        }
+        let _ = self.state.waiter.set(thread::current());
+        loop {
+            if let Some(r) = self.poll() {
+                return r;
+            }
+            // The timeout only bounds the damage of a waiter that is not the
+            // registered one; the registered waiter is always unparked.
+            thread::park_timeout(Duration::from_millis(100));
+        }
+    }
+
+    /// True once acknowledged or failed.
+    pub fn is_done(&self) -> bool {
+        self.state.state.load(Ordering::SeqCst) != PENDING
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_waiter_is_woken_by_completion_from_another_thread() {
+        for _ in 0..2000 {
+            let state = TicketState::new();
+            let ticket = Ticket::new(state.clone());
+            let t = thread::spawn(move || state.complete(42));
+            assert_eq!(ticket.wait().unwrap(), 42);
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn failure_carries_the_reason() {
+        let state = TicketState::new();
+        let ticket = Ticket::new(state.clone());
+        assert!(ticket.poll().is_none());
+        state.fail("device wal0: write at LBA 256 failed");
+        let err = ticket.wait().unwrap_err().to_string();
+        assert!(err.contains("LBA 256"), "{err}");
+    }
+}

@@ -1,0 +1,269 @@
+//! The WAL handle: open (recover, then start the reactor), append, release,
+//! close.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::commit::{Dev, Msg, Published, Start, WalWork};
+use super::format::{record_len, Geometry, RecordOp, BATCH_HEADER_BYTES};
+use super::recovery::{recover, Recovered, RecoveryOptions, WalDevice};
+use super::segments::Segments;
+use super::stats::{add, WalStats, WalStatsSnapshot};
+use super::ticket::{Ticket, TicketState};
+use super::{Lsn, WalError};
+use crate::config::{Durability, WalConfig};
+use crate::device::{Device, DeviceError};
+use crate::reactor::{self, Reactor, ReactorConfig, Sender};
+
+/// How a WAL runs.
+#[derive(Clone, Debug)]
+pub struct WalOptions {
+    pub appliance_id: u128,
+    pub segment_size: u64,
+    pub max_batch: u64,
+    /// Batches one device may have in flight at once.
+    pub in_flight_per_device: usize,
+    /// Appends the reactor's ring holds before writers wait.
+    pub ring_capacity: usize,
+    /// Recover from this LSN (the memstores hold everything before it);
+    /// `None`: from the oldest batch found.
+    pub replay_from: Option<Lsn>,
+    /// Truncate the log at a corrupt batch instead of refusing to open.
+    pub truncate_corrupt: bool,
+}
+
+impl WalOptions {
+    /// Options from the `wal` section of the device map.
+    pub fn from_config(cfg: &WalConfig, appliance_id: u128) -> WalOptions {
+        WalOptions {
+            appliance_id,
+            segment_size: cfg.segment_size,
+            max_batch: cfg.max_batch,
+            in_flight_per_device: 2,
+            ring_capacity: 4096,
+            replay_from: None,
+            truncate_corrupt: false,
+        }
+    }
+}
+
+/// A striped write-ahead log.
+pub struct Wal {
+    reactor: Option<Reactor<Msg>>,
+    sender: Sender<Msg>,
+    published: Arc<Published>,
+    stats: Arc<WalStats>,
+    max_record: usize,
+}
+
+impl Wal {
+    /// Recovers the log on `devices` (the stripe, in order), then starts
+    /// the WAL reactor with `reactor`. Returns the WAL and what recovery
+    /// found, whose records the caller replays.
+    pub fn open<D: Device + Clone>(
+        devices: Vec<WalDevice<D>>,
+        opts: &WalOptions,
+        reactor: ReactorConfig,
+    ) -> Result<(Wal, Recovered), WalError> {
+        let Some(first) = devices.first() else {
+            return Err(WalError::Config("a WAL needs at least one device".into()));
+        };
+        let block_size = first.device.info().block_size;
+        for d in &devices {
+            if d.device.info().block_size != block_size {
+                return Err(WalError::Config(format!(
+                    "WAL devices {} and {} have different block sizes ({} and {})",
+                    first.name,
+                    d.name,
+                    block_size,
+                    d.device.info().block_size
+                )));
+            }
+        }
+        let bs = u64::from(block_size);
+        if opts.segment_size < 2 * bs || opts.segment_size % bs != 0 {
+            return Err(WalError::Config(format!(
+                "segment size {} is not at least two {bs}-byte blocks",
+                opts.segment_size
+            )));
+        }
+        // A batch and its segment header must fit in one segment.
+        let batch_bytes = opts.max_batch.min(opts.segment_size - bs).max(bs);
+        let batch_bytes = (batch_bytes / bs * bs) as usize;
+        let recovered = recover(
+            &devices,
+            &RecoveryOptions {
+                replay_from: opts.replay_from,
+                truncate_corrupt: opts.truncate_corrupt,
+                segment_size: opts.segment_size,
+                max_batch: opts.max_batch,
+                appliance_id: opts.appliance_id,
+            },
+        )?;
+        let published = Arc::new(Published::default());
+        let stats = Arc::new(WalStats::new(devices.len()));
+        let start = Start {
+            appliance_id: opts.appliance_id,
+            epoch: recovered.epoch + 1,
+            next_lsn: recovered.next_lsn.max(1),
+            block_size,
+            batch_bytes,
+            buffers: devices.len() * opts.in_flight_per_device.max(1) + 2,
+            max_in_flight: opts.in_flight_per_device,
+        };
+        let logs = recovered.devices.clone();
+        let segment_size = opts.segment_size;
+        let (p, s) = (published.clone(), stats.clone());
+        let reactor = reactor::spawn(
+            ReactorConfig {
+                ring_capacity: opts.ring_capacity,
+                ..reactor
+            },
+            move || {
+                let alloc_dev = devices[0].device.clone();
+                let devs = devices
+                    .iter()
+                    .zip(&logs)
+                    .map(|(d, log)| {
+                        let geo = Geometry::new(d.device.info(), segment_size);
+                        let queue = d.device.open_queue().unwrap_or_else(|e| {
+                            panic!("WAL device {}: cannot open a queue: {e}", d.name)
+                        });
+                        let header = d.device.alloc_buf(d.device.info().block_size as usize);
+                        Dev::new(queue, d.index, Segments::resume(geo, log), header)
+                    })
+                    .collect();
+                WalWork::new(devs, start, |len| alloc_dev.alloc_buf(len), p, s)
+            },
+        )?;
+        let wal = Wal {
+            sender: reactor.sender(),
+            reactor: Some(reactor),
+            published,
+            stats,
+            max_record: batch_bytes - BATCH_HEADER_BYTES,
+        };
+        Ok((wal, recovered))
+    }
+
+    /// Appends one record at `durability`. Blocks only while the WAL's
+    /// ring is full (back-pressure); the returned ticket says when the
+    /// record reached its durability. `none` records are not logged.
+    pub fn append(
+        &self,
+        op: RecordOp,
+        region: u32,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        durability: Durability,
+    ) -> Result<Ticket, WalError> {
+        if durability == Durability::None {
+            return Ok(Ticket::done(0));
+        }
+        let len = record_len(key.len(), value.len());
+        if len > self.max_record {
+            return Err(WalError::TooLarge {
+                bytes: len,
+                max: self.max_record,
+            });
+        }
+        let state = TicketState::new();
+        let msg = Msg::Append {
+            op,
+            region,
+            key,
+            value,
+            durability,
+            ticket: state.clone(),
+        };
+        self.send(msg)?;
+        Ok(Ticket::new(state))
+    }
+
+    /// Appends a put.
+    pub fn put(
+        &self,
+        region: u32,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        durability: Durability,
+    ) -> Result<Ticket, WalError> {
+        self.append(RecordOp::Put, region, key, value, durability)
+    }
+
+    /// A ticket acknowledged once every append made before it is durable.
+    pub fn barrier(&self) -> Result<Ticket, WalError> {
+        let state = TicketState::new();
+        self.send(Msg::Barrier(state.clone()))?;
+        Ok(Ticket::new(state))
+    }
+
+    fn send(&self, msg: Msg) -> Result<(), WalError> {
+        let msg = match self.sender.try_send(msg) {
+            Ok(()) => return Ok(()),
+            Err(msg) => msg,
+        };
+        let waited = Instant::now();
+        let sent = self.sender.send(msg);
+        add(
+            &self.stats.writer_wait_ns,
+            u64::try_from(waited.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        );
+        sent.map_err(|_| WalError::Closed)
+    }
+
+    /// Says that the memstores no longer need LSNs at or below `lsn`:
+    /// segments holding only those may be reused.
+    pub fn release(&self, lsn: Lsn) {
+        self.published.released.fetch_max(lsn, Ordering::SeqCst);
+    }
+
+    /// Every LSN at or below this is durable on the devices.
+    pub fn durable_lsn(&self) -> Lsn {
+        self.published.sync_lsn.load(Ordering::SeqCst)
+    }
+
+    /// Every LSN at or below this is written (survives a process crash).
+    pub fn written_lsn(&self) -> Lsn {
+        self.published.write_lsn.load(Ordering::SeqCst)
+    }
+
+    pub fn stats(&self) -> WalStatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// Makes everything appended durable, then stops the reactor.
+    pub fn close(mut self) -> Result<WalStatsSnapshot, WalError> {
+        let synced = self.barrier().and_then(|t| t.wait());
+        if let Some(r) = self.reactor.take() {
+            r.stop()?;
+        }
+        synced?;
+        Ok(self.stats.snapshot())
+    }
+
+    /// Stops the reactor at once, as a crashing process would: nothing is
+    /// flushed and waiting appends fail. For tests of crash recovery.
+    pub fn abandon(mut self) {
+        if let Some(r) = self.reactor.take() {
+            let _ = r.stop();
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        if let Some(r) = self.reactor.take() {
+            if let Err(e) = r.stop() {
+                tracing::error!("WAL reactor: {e}");
+            }
+        }
+    }
+}
+
+impl From<DeviceError> for WalError {
+    fn from(e: DeviceError) -> WalError {
+        WalError::Device(e)
+    }
+}

@@ -1,0 +1,226 @@
+//! The WAL's behaviour at each durability level, across reopen, when the log
+//! fills, and when a device fails.
+
+use std::time::{Duration, Instant};
+
+use stria::config::{Durability, SimConfig};
+use stria::device::sim::SimDevice;
+use stria::reactor::ReactorConfig;
+use stria::wal::format::RecordOp;
+use stria::wal::recovery::WalDevice;
+use stria::wal::{Ticket, Wal, WalError, WalOptions};
+
+fn sim(name: &str, write_us: u64, flush_us: u64, blocks: u64) -> SimDevice {
+    let model = SimConfig {
+        write_us,
+        read_us: 0,
+        flush_us,
+        bandwidth: 0,
+        volatile_cache: true,
+        ..SimConfig::default()
+    };
+    SimDevice::new(name, 4096, blocks, 64, model)
+}
+
+fn stripe(devs: &[SimDevice]) -> Vec<WalDevice<SimDevice>> {
+    devs.iter()
+        .enumerate()
+        .map(|(i, d)| WalDevice {
+            index: i as u32,
+            name: format!("wal{i}"),
+            device: d.clone(),
+        })
+        .collect()
+}
+
+fn opts() -> WalOptions {
+    WalOptions {
+        appliance_id: 1,
+        segment_size: 64 << 10,
+        max_batch: 16 << 10,
+        in_flight_per_device: 2,
+        ring_capacity: 64,
+        replay_from: Some(1),
+        truncate_corrupt: false,
+    }
+}
+
+fn open(devs: &[SimDevice]) -> (Wal, stria::wal::recovery::Recovered) {
+    Wal::open(stripe(devs), &opts(), ReactorConfig::unpinned("wal")).expect("open the WAL")
+}
+
+/// Waits up to `limit` for the ticket; true if it completed.
+fn done_within(t: &Ticket, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if t.is_done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    t.is_done()
+}
+
+fn put(wal: &Wal, key: &str, level: Durability) -> Ticket {
+    wal.put(0, key.as_bytes().to_vec(), b"value".to_vec(), level)
+        .unwrap()
+}
+
+#[test]
+fn async_is_acknowledged_before_the_write_completes() {
+    // Writes take 400 ms.
+    let devs = [sim("w", 400_000, 0, 2048)];
+    let (wal, _) = open(&devs);
+    let a = put(&wal, "a", Durability::Async);
+    let w = put(&wal, "w", Durability::Write);
+    assert!(done_within(&a, Duration::from_millis(100)), "async waits for nothing");
+    assert!(!w.is_done(), "write waits for the 400 ms write");
+    assert_eq!(w.wait().unwrap(), 2);
+    assert_eq!(a.wait().unwrap(), 1);
+}
+
+#[test]
+fn write_is_acknowledged_before_the_flush_and_sync_after_it() {
+    // Flushes take 400 ms, writes nothing.
+    let devs = [sim("w", 0, 400_000, 2048)];
+    let (wal, _) = open(&devs);
+    let s = put(&wal, "s", Durability::Sync);
+    let w = put(&wal, "w", Durability::Write);
+    assert!(done_within(&w, Duration::from_millis(200)), "write waits for no flush");
+    assert!(!s.is_done(), "sync waits for the 400 ms flush");
+    assert_eq!(s.wait().unwrap(), 1);
+    assert_eq!(wal.durable_lsn(), 2, "the flush after both writes covers both");
+    let stats = wal.stats();
+    assert!(stats.flushes[0] >= 1);
+}
+
+#[test]
+fn a_device_without_a_volatile_cache_is_never_flushed() {
+    let model = SimConfig {
+        write_us: 0,
+        flush_us: 0,
+        bandwidth: 0,
+        volatile_cache: false,
+        ..SimConfig::default()
+    };
+    let devs = [SimDevice::new("plp", 4096, 2048, 64, model)];
+    let (wal, _) = open(&devs);
+    for i in 0..100 {
+        put(&wal, &format!("k{i}"), Durability::Sync).wait().unwrap();
+    }
+    assert_eq!(wal.stats().flushes, vec![0]);
+}
+
+#[test]
+fn acknowledgements_follow_lsn_order() {
+    // Two devices: the second one's writes are fast, the first one's slow.
+    // A sync append striped to the fast device must still wait for the
+    // earlier batch on the slow one.
+    let devs = [sim("slow", 300_000, 0, 2048), sim("fast", 0, 0, 2048)];
+    let (wal, _) = open(&devs);
+    let first = put(&wal, "first", Durability::Sync);
+    // Let the first batch go to the slow device alone.
+    std::thread::sleep(Duration::from_millis(20));
+    let second = put(&wal, "second", Durability::Sync);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!second.is_done(), "LSN 2 is not acknowledged before LSN 1");
+    assert_eq!(first.wait().unwrap(), 1);
+    assert_eq!(second.wait().unwrap(), 2);
+    assert_eq!(wal.stats().device_batches, vec![1, 1], "the batches were striped");
+}
+
+#[test]
+fn reopen_continues_after_the_recovered_log() {
+    let devs = [sim("a", 0, 0, 2048), sim("b", 0, 0, 2048)];
+    let (wal, rec) = open(&devs);
+    assert!(rec.records.is_empty());
+    for i in 0..500 {
+        put(&wal, &format!("k{i}"), Durability::Async);
+    }
+    wal.close().unwrap();
+    let (wal, rec) = open(&devs);
+    assert_eq!(rec.records.len(), 500);
+    assert_eq!(rec.records[499].key, b"k499");
+    assert_eq!(put(&wal, "next", Durability::Sync).wait().unwrap(), 501);
+    wal.close().unwrap();
+    let (_wal, rec) = open(&devs);
+    assert_eq!(rec.records.len(), 501);
+    assert_eq!(rec.records[500].key, b"next");
+}
+
+#[test]
+fn a_full_log_holds_writers_back_until_release() {
+    // 1 MiB reserved + 4 segments of 64 KiB.
+    let devs = [sim("small", 0, 0, 256 + 64)];
+    let (wal, _) = open(&devs);
+    let value = vec![7u8; 3000];
+    let wal = std::sync::Arc::new(wal);
+    let writer = {
+        let wal = wal.clone();
+        let value = value.clone();
+        std::thread::spawn(move || {
+            let mut last = 0;
+            for i in 0..400u32 {
+                let t = wal.put(0, i.to_be_bytes().to_vec(), value.clone(), Durability::Sync).unwrap();
+                last = t.wait().unwrap();
+            }
+            last
+        })
+    };
+    // 400 records of 3 KiB do not fit in 256 KiB: the writer must stall.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!writer.is_finished(), "the writer stalls on a full log");
+    assert!(wal.stats().log_full >= 1);
+    // Release as the memstores would, until the writer is through.
+    while !writer.is_finished() {
+        wal.release(wal.durable_lsn());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(writer.join().unwrap(), 400);
+    let stats = wal.stats();
+    assert!(stats.segments_reclaimed >= 4, "{stats}");
+}
+
+#[test]
+fn a_record_larger_than_a_batch_is_refused() {
+    let devs = [sim("w", 0, 0, 2048)];
+    let (wal, _) = open(&devs);
+    let err = wal
+        .put(0, b"k".to_vec(), vec![0; 20 << 10], Durability::Sync)
+        .unwrap_err();
+    assert!(matches!(err, WalError::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("raise wal.max-batch"), "{err}");
+}
+
+#[test]
+fn a_device_error_fails_waiting_and_later_appends() {
+    let mut model = SimConfig {
+        write_us: 0,
+        flush_us: 0,
+        bandwidth: 0,
+        ..SimConfig::default()
+    };
+    // Reads (recovery) work; every write fails.
+    model.faults.write_error_rate = 1.0;
+    let devs = [SimDevice::new("bad", 4096, 2048, 64, model)];
+    let (wal, _) = open(&devs);
+    let t = put(&wal, "a", Durability::Write);
+    let err = t.wait().unwrap_err().to_string();
+    assert!(err.contains("injected"), "{err}");
+    let later = put(&wal, "b", Durability::Async);
+    assert!(later.wait().is_err());
+}
+
+#[test]
+fn none_is_not_logged() {
+    let devs = [sim("w", 0, 0, 2048)];
+    let (wal, _) = open(&devs);
+    assert_eq!(
+        wal.append(RecordOp::Put, 0, b"k".to_vec(), b"v".to_vec(), Durability::None)
+            .unwrap()
+            .wait()
+            .unwrap(),
+        0
+    );
+    assert_eq!(wal.stats().appends, 0);
+}
