@@ -73,7 +73,10 @@ fn async_is_acknowledged_before_the_write_completes() {
     let (wal, _) = open(&devs);
     let a = put(&wal, "a", Durability::Async);
     let w = put(&wal, "w", Durability::Write);
-    assert!(done_within(&a, Duration::from_millis(100)), "async waits for nothing");
+    assert!(
+        done_within(&a, Duration::from_millis(100)),
+        "async waits for nothing"
+    );
     assert!(!w.is_done(), "write waits for the 400 ms write");
     assert_eq!(w.wait().unwrap(), 2);
     assert_eq!(a.wait().unwrap(), 1);
@@ -86,10 +89,17 @@ fn write_is_acknowledged_before_the_flush_and_sync_after_it() {
     let (wal, _) = open(&devs);
     let s = put(&wal, "s", Durability::Sync);
     let w = put(&wal, "w", Durability::Write);
-    assert!(done_within(&w, Duration::from_millis(200)), "write waits for no flush");
+    assert!(
+        done_within(&w, Duration::from_millis(200)),
+        "write waits for no flush"
+    );
     assert!(!s.is_done(), "sync waits for the 400 ms flush");
     assert_eq!(s.wait().unwrap(), 1);
-    assert_eq!(wal.durable_lsn(), 2, "the flush after both writes covers both");
+    assert_eq!(
+        wal.durable_lsn(),
+        2,
+        "the flush after both writes covers both"
+    );
     let stats = wal.stats();
     assert!(stats.flushes[0] >= 1);
 }
@@ -106,7 +116,9 @@ fn a_device_without_a_volatile_cache_is_never_flushed() {
     let devs = [SimDevice::new("plp", 4096, 2048, 64, model)];
     let (wal, _) = open(&devs);
     for i in 0..100 {
-        put(&wal, &format!("k{i}"), Durability::Sync).wait().unwrap();
+        put(&wal, &format!("k{i}"), Durability::Sync)
+            .wait()
+            .unwrap();
     }
     assert_eq!(wal.stats().flushes, vec![0]);
 }
@@ -126,7 +138,11 @@ fn acknowledgements_follow_lsn_order() {
     assert!(!second.is_done(), "LSN 2 is not acknowledged before LSN 1");
     assert_eq!(first.wait().unwrap(), 1);
     assert_eq!(second.wait().unwrap(), 2);
-    assert_eq!(wal.stats().device_batches, vec![1, 1], "the batches were striped");
+    assert_eq!(
+        wal.stats().device_batches,
+        vec![1, 1],
+        "the batches were striped"
+    );
 }
 
 #[test]
@@ -161,7 +177,9 @@ fn a_full_log_holds_writers_back_until_release() {
         std::thread::spawn(move || {
             let mut last = 0;
             for i in 0..400u32 {
-                let t = wal.put(0, i.to_be_bytes().to_vec(), value.clone(), Durability::Sync).unwrap();
+                let t = wal
+                    .put(0, i.to_be_bytes().to_vec(), value.clone(), Durability::Sync)
+                    .unwrap();
                 last = t.wait().unwrap();
             }
             last
@@ -216,10 +234,16 @@ fn none_is_not_logged() {
     let devs = [sim("w", 0, 0, 2048)];
     let (wal, _) = open(&devs);
     assert_eq!(
-        wal.append(RecordOp::Put, 0, b"k".to_vec(), b"v".to_vec(), Durability::None)
-            .unwrap()
-            .wait()
-            .unwrap(),
+        wal.append(
+            RecordOp::Put,
+            0,
+            b"k".to_vec(),
+            b"v".to_vec(),
+            Durability::None
+        )
+        .unwrap()
+        .wait()
+        .unwrap(),
         0
     );
     assert_eq!(wal.stats().appends, 0);
