@@ -471,23 +471,8 @@ impl<Q: Queue> WalWork<Q> {
             }
             self.write_lsn = b.last;
         }
-        let mut n = 0;
-        while let Some((lsn, _)) = self.write_waiters.front() {
-            if *lsn > self.write_lsn {
-                break;
-            }
-            let (lsn, t) = self.write_waiters.pop_front().expect("front exists");
-            t.complete(lsn);
-            n += 1;
-        }
-        while let Some((lsn, _)) = self.sync_waiters.front() {
-            if *lsn > self.sync_lsn {
-                break;
-            }
-            let (lsn, t) = self.sync_waiters.pop_front().expect("front exists");
-            t.complete(lsn);
-            n += 1;
-        }
+        let n = complete_upto(&mut self.write_waiters, self.write_lsn)
+            + complete_upto(&mut self.sync_waiters, self.sync_lsn);
         self.published
             .write_lsn
             .store(self.write_lsn, Ordering::SeqCst);
@@ -507,6 +492,17 @@ impl<Q: Queue> WalWork<Q> {
             }
         }
     }
+}
+
+/// Acknowledges the waiters (in LSN order) whose LSN is at or below `upto`.
+fn complete_upto(waiters: &mut VecDeque<(Lsn, Arc<TicketState>)>, upto: Lsn) -> usize {
+    let mut n = 0;
+    while waiters.front().is_some_and(|(lsn, _)| *lsn <= upto) {
+        let (lsn, t) = waiters.pop_front().expect("front exists");
+        t.complete(lsn);
+        n += 1;
+    }
+    n
 }
 
 impl<Q: Queue + 'static> Work for WalWork<Q> {
