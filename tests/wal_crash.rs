@@ -295,7 +295,15 @@ fn seeds(n: u64, crash: Crash) {
     let mut all = Seen::default();
     let mut cut_short = 0;
     for &seed in &range {
-        match run_seed(seed, crash) {
+        // A seed that does not finish is a hang: report it, do not wait forever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(run_seed(seed, crash));
+        });
+        let outcome = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| Err("did not finish within 60 s: a hang".to_string()));
+        match outcome {
             Ok(seen) => {
                 all.recovered += seen.recovered;
                 all.kept += seen.kept;
@@ -335,11 +343,19 @@ fn process_crash_at_a_random_instant() {
 #[test]
 #[ignore = "soak: thousands of seeds; run with --release -- --ignored"]
 fn soak_power_cut() {
-    seeds(5000, Crash::PowerCut);
+    seeds(soak_seeds(), Crash::PowerCut);
 }
 
 #[test]
 #[ignore = "soak: thousands of seeds; run with --release -- --ignored"]
 fn soak_process_crash() {
-    seeds(5000, Crash::Process);
+    seeds(soak_seeds(), Crash::Process);
+}
+
+/// Seeds per soak test: STRIA_SOAK_SEEDS, or 5,000.
+fn soak_seeds() -> u64 {
+    std::env::var("STRIA_SOAK_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5000)
 }
