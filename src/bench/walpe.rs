@@ -135,9 +135,15 @@ fn writer(
     let mut latency = Latency::new();
     let value = vec![0x5a; opts.value_size];
     let mut in_flight = VecDeque::with_capacity(opts.in_flight);
+    // Each key is `t<thread>-<i>` padded with `k` to the key size, written
+    // into a buffer of its final size (no formatting machinery, no growth).
+    let prefix = format!("t{thread:04}-");
+    let key_len = opts.key_size.max(prefix.len() + KEY_DIGITS);
     for i in 0..opts.iterations {
-        let mut key = format!("t{thread:04}-{i:012}").into_bytes();
-        key.resize(opts.key_size.max(key.len()), b'k');
+        let mut key = Vec::with_capacity(key_len);
+        key.extend_from_slice(prefix.as_bytes());
+        push_digits(&mut key, i);
+        key.resize(key.len().max(key_len), b'k');
         if in_flight.len() == opts.in_flight {
             let (at, ticket): (Instant, crate::wal::Ticket) = in_flight.pop_front().expect("full");
             ticket.wait()?;
@@ -156,6 +162,22 @@ fn writer(
     wal.release(wal.durable_lsn());
     shared.lock().expect("lock").add(&latency);
     Ok(())
+}
+
+/// Digits of the iteration number in a key (zero-padded).
+const KEY_DIGITS: usize = 12;
+
+/// Appends `n` in decimal, zero-padded to [`KEY_DIGITS`] digits (more if it
+/// needs them).
+fn push_digits(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [b'0'; 20];
+    let mut at = digits.len();
+    while n > 0 {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.extend_from_slice(&digits[at.min(digits.len() - KEY_DIGITS)..]);
 }
 
 impl WalPeReport {
@@ -214,5 +236,19 @@ impl fmt::Display for WalPeReport {
             self.stats.segments_reclaimed
         )?;
         writeln!(f, "  recovery at open: {}", self.recovery)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_digits;
+
+    #[test]
+    fn keys_are_zero_padded_like_the_format_they_replace() {
+        for n in [0, 7, 42, 999_999_999_999, 1_000_000_000_000, u64::MAX] {
+            let mut out = b"t0003-".to_vec();
+            push_digits(&mut out, n);
+            assert_eq!(out, format!("t0003-{n:012}").into_bytes());
+        }
     }
 }

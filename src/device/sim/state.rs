@@ -242,9 +242,9 @@ impl State {
         let bs = self.info.block_size as usize;
         match &mut req.op {
             Op::Write { lba, bufs } => {
-                let data = gather(bufs);
-                self.stats.bytes_written += data.len() as u64;
-                self.media.write(*lba, data);
+                let parts: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+                self.stats.bytes_written += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+                self.media.write_bufs(*lba, &parts);
             }
             Op::Read { lba, bufs } => {
                 let mut at = *lba;
