@@ -78,9 +78,15 @@ fn shipped_configs_parse() {
     assert_eq!(
         cfg.devices[0].backend,
         BackendConfig::Spdk(SpdkConfig::Pcie {
-            address: "0000:01:00.0".into()
+            address: "0000:01:00.0".into(),
+            namespace: 1,
         })
     );
+    // The environment follows the map: reactor cores 2-5, the four SSDs.
+    assert_eq!(cfg.spdk.core_mask(), "0x3c");
+    assert_eq!(cfg.spdk.pci_allowed.len(), 4);
+    assert_eq!(cfg.spdk.pci_allowed[3], "0000:04:00.0");
+    assert!(cfg.spdk.hugepages);
     let err = Config::parse_with_cores(&text, "nvme-4x", CORES)
         .unwrap_err()
         .to_string();
