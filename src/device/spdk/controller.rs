@@ -75,10 +75,13 @@ impl Controller {
         let raw =
             unsafe { ffi::stria_ctrlr_connect(c_trid.as_ptr(), KEEP_ALIVE_MS, io_queue_size) };
         let Some(ptr) = NonNull::new(raw) else {
-            let e = io::Error::last_os_error();
+            // spdk_nvme_connect sets no errno; SPDK's log says what failed.
             return Err(io::Error::new(
-                e.kind(),
-                format!("cannot connect to the NVMe controller at {trid:?}: {e}"),
+                io::ErrorKind::NotConnected,
+                format!(
+                    "cannot attach the NVMe controller at {trid:?} (unreachable, or not an \
+                     NVMe controller; SPDK's log above says why)"
+                ),
             ));
         };
         let ptr = CtrlrPtr(ptr);

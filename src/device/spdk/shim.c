@@ -135,12 +135,7 @@ struct spdk_nvme_ctrlr *stria_ctrlr_connect(const char *trid_str, uint32_t keep_
 	if (io_queue_size > opts.io_queue_size) {
 		opts.io_queue_size = io_queue_size;
 	}
-	errno = 0;
-	struct spdk_nvme_ctrlr *ctrlr = spdk_nvme_connect(&trid, &opts, sizeof(opts));
-	if (ctrlr == NULL && errno == 0) {
-		errno = ECONNREFUSED;
-	}
-	return ctrlr;
+	return spdk_nvme_connect(&trid, &opts, sizeof(opts));
 }
 
 void stria_ctrlr_detach(struct spdk_nvme_ctrlr *ctrlr)
