@@ -78,9 +78,15 @@ fn shipped_configs_parse() {
     assert_eq!(
         cfg.devices[0].backend,
         BackendConfig::Spdk(SpdkConfig::Pcie {
-            address: "0000:01:00.0".into()
+            address: "0000:01:00.0".into(),
+            namespace: 1,
         })
     );
+    // The environment follows the map: reactor cores 2-5, the four SSDs.
+    assert_eq!(cfg.spdk.core_mask(), "0x3c");
+    assert_eq!(cfg.spdk.pci_allowed.len(), 4);
+    assert_eq!(cfg.spdk.pci_allowed[3], "0000:04:00.0");
+    assert!(cfg.spdk.hugepages);
     let err = Config::parse_with_cores(&text, "nvme-4x", CORES)
         .unwrap_err()
         .to_string();
@@ -425,5 +431,94 @@ fn an_error_in_a_default_names_no_line() {
     assert_eq!(
         err,
         "test.yaml: wal.max-batch: 1048576 bytes must be whole 4096-byte blocks of device \"wal0\", at least one and at most a segment (524288)"
+    );
+}
+
+#[test]
+fn spdk_section_defaults_follow_the_map() {
+    let cfg = parse(GOOD).unwrap();
+    assert_eq!(cfg.spdk.mem_size, 1 << 30);
+    assert!(cfg.spdk.hugepages);
+    assert_eq!(cfg.spdk.shm_id, None);
+    assert_eq!(cfg.spdk.cores, vec![0, 1], "every reactor core");
+    assert_eq!(cfg.spdk.core_mask(), "0x3");
+    assert!(cfg.spdk.pci_allowed.is_empty(), "no pcie device");
+}
+
+#[test]
+fn spdk_section_is_read() {
+    let text = format!(
+        "{}spdk:\n  mem-size: 256MiB\n  hugepages: false\n  shm-id: 3\n",
+        GOOD.replacen(
+            "{ name: data0, backend: sim, size: 64MiB, role: data }",
+            "{ name: data0, backend: spdk, transport: tcp, address: 127.0.0.1, port: 4421, \
+             nqn: \"nqn.2016-06.io.spdk:cnode1\", namespace: 2, role: data }",
+            1
+        )
+    );
+    let cfg = parse(&text).unwrap();
+    assert_eq!(cfg.spdk.mem_size, 256 << 20);
+    assert!(!cfg.spdk.hugepages);
+    assert_eq!(cfg.spdk.shm_id, Some(3));
+    let BackendConfig::Spdk(spdk) = &cfg.devices[2].backend else {
+        panic!("spdk device expected");
+    };
+    assert_eq!(spdk.namespace(), 2);
+    assert_eq!(
+        spdk.transport_id(),
+        "trtype:TCP adrfam:IPv4 traddr:127.0.0.1 trsvcid:4421 subnqn:nqn.2016-06.io.spdk:cnode1"
+    );
+    assert!(cfg.spdk.pci_allowed.is_empty(), "tcp devices need no PCI");
+}
+
+#[test]
+fn spdk_section_errors_are_one_line() {
+    let with = |section: &str| {
+        let text = format!("{GOOD}spdk:\n{section}\n");
+        let err = parse(&text).expect_err("must be refused");
+        assert!(
+            !err.contains('\n') && err.starts_with("test.yaml:"),
+            "{err}"
+        );
+        err
+    };
+    let err = with("  mem-size: 10MiB");
+    assert!(
+        err.contains("spdk.mem-size: 10485760 bytes is not a whole number of MiB from 64MiB up"),
+        "{err}"
+    );
+    let err = with("  mem-size: lots");
+    assert!(
+        err.contains("spdk.mem-size: \"lots\" is not a size"),
+        "{err}"
+    );
+    let err = with("  hugepages: maybe");
+    assert!(
+        err.contains("spdk.hugepages: \"maybe\" is not true or false"),
+        "{err}"
+    );
+    let err = with("  shm-id: -1");
+    assert!(err.contains("spdk.shm-id"), "{err}");
+    let err = with("  core-mask: 0x3");
+    assert!(err.contains("core-mask"), "derived, not a key: {err}");
+}
+
+#[test]
+fn spdk_namespace_is_checked() {
+    let err = error_of(
+        "{ name: data0, backend: sim, size: 64MiB, role: data }",
+        "{ name: data0, backend: spdk, transport: pcie, address: \"0000:01:00.0\", namespace: 0, role: data }",
+    );
+    assert!(
+        err.contains("devices[2].namespace: 0 is not a namespace ID"),
+        "{err}"
+    );
+    let err = error_of(
+        "{ name: data0, backend: sim, size: 64MiB, role: data }",
+        "{ name: data0, backend: sim, size: 64MiB, namespace: 1, role: data }",
+    );
+    assert!(
+        err.contains("`namespace` does not apply to the sim backend"),
+        "{err}"
     );
 }

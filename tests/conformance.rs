@@ -5,6 +5,12 @@
 //! refuses io_uring, the uring cases print `SKIPPED <name>: <why>` and pass
 //! (set STRIA_REQUIRE_URING=1 to make that a failure instead); they never
 //! pass without saying so.
+//!
+//! With `--features spdk` they also run against `spdk`: namespace 1 (a
+//! Malloc bdev) of a local `nvmf_tgt` reached over NVMe/TCP, which the
+//! tests start themselves (see tests/common/spdk_target.rs). Without
+//! `nvmf_tgt` those cases print `NOT RUN <name>: <why>` and pass, unless
+//! STRIA_REQUIRE_SPDK=1.
 
 use std::path::Path;
 use std::thread;
@@ -308,6 +314,21 @@ fn with_uring(name: &str, variant: &str, case: impl FnOnce(&UringDevice)) {
     case(&UringDevice::open(&file_cfg(dir.path(), variant)).expect("open uring"));
 }
 
+#[cfg(feature = "spdk")]
+#[path = "common/spdk_target.rs"]
+mod spdk_target;
+
+#[cfg(feature = "spdk")]
+fn with_spdk(name: &str, case: impl FnOnce(&stria::device::spdk::SpdkDevice)) {
+    spdk_target::with_target(name, |target| {
+        let size = BLOCKS * BS as u64;
+        let cfg = spdk_target::device(target, "spdk0", spdk_target::MALLOC_NSID, size, QD);
+        let dev = stria::device::spdk::SpdkDevice::open(&cfg, &spdk_target::host_env())
+            .unwrap_or_else(|e| panic!("{name}: open spdk: {e}"));
+        case(&dev);
+    });
+}
+
 macro_rules! suite {
     ($($case:ident),* $(,)?) => {
         mod sim_backend {
@@ -324,6 +345,12 @@ macro_rules! suite {
         mod uring_buffered_backend {
             $( #[test] fn $case() {
                 super::with_uring(concat!("uring_buffered_backend::", stringify!($case)), "uring-buffered", |d| super::$case(d));
+            } )*
+        }
+        #[cfg(feature = "spdk")]
+        mod spdk_backend {
+            $( #[test] fn $case() {
+                super::with_spdk(concat!("spdk_backend::", stringify!($case)), |d| super::$case(d));
             } )*
         }
     };
@@ -346,4 +373,6 @@ fn devices_are_shareable_handles() {
     shareable::<SimDevice>();
     shareable::<PsyncDevice>();
     shareable::<UringDevice>();
+    #[cfg(feature = "spdk")]
+    shareable::<stria::device::spdk::SpdkDevice>();
 }

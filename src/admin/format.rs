@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{write_superblock, AdminError};
 use crate::config::{BackendConfig, Config, DeviceConfig};
-use crate::device::{AnyDevice, Device};
+use crate::device::{wait, AnyDevice, Device, Request};
 use crate::layout::{Superblock, SuperblockError, FORMAT_VERSION, SUPERBLOCK_BYTES};
 
 /// What happened to one device.
@@ -40,7 +40,7 @@ pub struct FormatReport {
 /// Formats every device of `cfg`.
 pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
     for dev in cfg.devices.iter().filter(|d| !in_memory(d)) {
-        if let Some(found) = look(dev)? {
+        if let Some(found) = look(dev, cfg)? {
             if !force {
                 return Err(AdminError::Refused(format!(
                     "device {} already holds {found}; pass --force to overwrite it",
@@ -91,11 +91,19 @@ fn in_memory(dev: &DeviceConfig) -> bool {
 }
 
 /// Pass 1: what the device holds that formatting would destroy, if anything.
-/// Reads block 0 with a plain read, whatever the device's size or backend.
-fn look(dev: &DeviceConfig) -> Result<Option<String>, AdminError> {
+/// Reads block 0 with a plain read, whatever the device's size or backend
+/// (an spdk device, which has no file, through one of its queues).
+fn look(dev: &DeviceConfig, cfg: &Config) -> Result<Option<String>, AdminError> {
     let Some(path) = dev.path() else {
-        // spdk: this build cannot reach the device; say so before anything changes.
-        return AnyDevice::open(dev).map(|_| None).map_err(AdminError::from);
+        // spdk: a build without SPDK fails here, before anything changes.
+        let opened = AnyDevice::open(dev, &cfg.spdk)?;
+        let bs = opened.info().block_size as usize;
+        let len = SUPERBLOCK_BYTES.div_ceil(bs) * bs;
+        let mut queue = opened.open_queue()?;
+        let read = Request::read(0, 0, vec![opened.alloc_buf(len)]);
+        let done = wait::run(&mut queue, read).map_err(|r| r.error)?;
+        done.result?;
+        return Ok(describe(&done.bufs[0], len));
     };
     let file = match fs::File::open(path) {
         Ok(f) => f,
@@ -112,19 +120,22 @@ fn look(dev: &DeviceConfig) -> Result<Option<String>, AdminError> {
             Err(e) => return Err(refused(dev, path, &e)),
         }
     }
-    Ok(
-        match Superblock::decode(&head[..got.max(SUPERBLOCK_BYTES).min(head.len())]) {
-            Ok(sb) => Some(format!(
-                "a Stria superblock (appliance {}, device {})",
-                sb.appliance, sb.device
-            )),
-            Err(SuperblockError::NotFormatted) if head[..got].iter().all(|&b| b == 0) => None,
-            Err(SuperblockError::NotFormatted) => {
-                Some("data that is not Stria's (its first block is not blank)".to_string())
-            }
-            Err(e) => Some(format!("a Stria superblock that does not decode ({e})")),
-        },
-    )
+    Ok(describe(&head, got))
+}
+
+/// What the first `got` bytes of a device (read into `head`) hold.
+fn describe(head: &[u8], got: usize) -> Option<String> {
+    match Superblock::decode(&head[..got.max(SUPERBLOCK_BYTES).min(head.len())]) {
+        Ok(sb) => Some(format!(
+            "a Stria superblock (appliance {}, device {})",
+            sb.appliance, sb.device
+        )),
+        Err(SuperblockError::NotFormatted) if head[..got].iter().all(|&b| b == 0) => None,
+        Err(SuperblockError::NotFormatted) => {
+            Some("data that is not Stria's (its first block is not blank)".to_string())
+        }
+        Err(e) => Some(format!("a Stria superblock that does not decode ({e})")),
+    }
 }
 
 fn refused(dev: &DeviceConfig, path: &Path, e: &std::io::Error) -> AdminError {
@@ -174,7 +185,7 @@ fn prepare(cfg: &Config) -> Result<Vec<Option<AnyDevice>>, AdminError> {
                 created.extend(missing_ancestors(path));
             }
             AnyDevice::create(dev)?;
-            opened.push(Some(AnyDevice::open(dev)?));
+            opened.push(Some(AnyDevice::open(dev, &cfg.spdk)?));
         }
         check_distinct(cfg)?;
         Ok(opened)

@@ -95,7 +95,7 @@ fn state_of(cfg: &Config, index: usize, dev: &DeviceConfig) -> DeviceState {
     if matches!(dev.backend, BackendConfig::Sim(_)) {
         return DeviceState::InMemory;
     }
-    let opened = match AnyDevice::open(dev) {
+    let opened = match AnyDevice::open(dev, &cfg.spdk) {
         Ok(opened) => opened,
         Err(e @ DeviceError::Open { .. }) if is_not_found(&e) => {
             return DeviceState::Missing(e.to_string())

@@ -79,7 +79,7 @@ pub fn run(configs: &[Config], opts: &DevbenchOptions) -> Result<DevbenchReport,
             if !opts.devices.is_empty() && !opts.devices.contains(&dev_cfg.name) {
                 continue;
             }
-            let dev = AnyDevice::open(dev_cfg)?;
+            let dev = AnyDevice::open(dev_cfg, &cfg.spdk)?;
             tracing::info!(config = %cfg.source, device = %dev_cfg.name, "benchmarking");
             for case in standard_cases() {
                 if case.pattern == Pattern::RandRead {

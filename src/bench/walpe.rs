@@ -78,7 +78,7 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         devices.push(WalDevice {
             index: i as u32,
             name: name.clone(),
-            device: AnyDevice::open(dev_cfg)?,
+            device: AnyDevice::open(dev_cfg, &cfg.spdk)?,
         });
     }
     // Segment headers carry the appliance id of the superblock (sim devices

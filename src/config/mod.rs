@@ -52,6 +52,8 @@ pub struct Config {
     pub memstore: MemstoreConfig,
     pub flush: FlushConfig,
     pub server: ServerConfig,
+    /// SPDK's environment, used when the map has `spdk` devices.
+    pub spdk: SpdkEnvConfig,
 }
 
 /// Cores and idle policy of the reactor sets.
@@ -199,17 +201,92 @@ pub struct SimFaults {
     pub power_cut_at_op: Option<u64>,
 }
 
-/// Where an SPDK controller is.
+/// Where an SPDK controller is, and which of its namespaces is the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SpdkConfig {
     /// A local controller by PCI address (bare metal).
-    Pcie { address: String },
+    Pcie { address: String, namespace: u32 },
     /// NVMe over TCP.
     Tcp {
         address: String,
         port: u16,
         nqn: String,
+        namespace: u32,
     },
+}
+
+impl SpdkConfig {
+    /// The NVMe namespace ID (`namespace`, default 1).
+    pub fn namespace(&self) -> u32 {
+        match self {
+            SpdkConfig::Pcie { namespace, .. } | SpdkConfig::Tcp { namespace, .. } => *namespace,
+        }
+    }
+
+    /// SPDK's transport ID string for the controller.
+    pub fn transport_id(&self) -> String {
+        match self {
+            SpdkConfig::Pcie { address, .. } => format!("trtype:PCIe traddr:{address}"),
+            SpdkConfig::Tcp {
+                address, port, nqn, ..
+            } => {
+                let family = if address.contains(':') {
+                    "IPv6"
+                } else {
+                    "IPv4"
+                };
+                format!("trtype:TCP adrfam:{family} traddr:{address} trsvcid:{port} subnqn:{nqn}")
+            }
+        }
+    }
+}
+
+/// SPDK's environment (DPDK's EAL): one per process, set up when the first
+/// `spdk` device opens, from the `spdk:` section and the device map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpdkEnvConfig {
+    /// Bytes of DMA-able memory to reserve (`mem-size`, default 1GiB).
+    pub mem_size: u64,
+    /// Back the memory with hugepages (`hugepages`, default true); false
+    /// runs on plain pages, for development machines without hugepages.
+    pub hugepages: bool,
+    /// DPDK's shared-memory ID (`shm-id`); `None` (the default) gives the
+    /// process a private one, so it coexists with other SPDK processes.
+    pub shm_id: Option<u32>,
+    /// Cores the environment may use: every reactor core (not a key).
+    pub cores: Vec<usize>,
+    /// PCI addresses the environment may probe: those of the `pcie`
+    /// devices in the map (not a key). Empty: no PCI probing at all.
+    pub pci_allowed: Vec<String>,
+}
+
+impl SpdkEnvConfig {
+    /// The default memory size, 1 GiB.
+    pub const DEFAULT_MEM_SIZE: u64 = 1 << 30;
+
+    /// The cores as a hexadecimal mask (`0x6` for cores 1 and 2); core 0
+    /// when no core is named.
+    pub fn core_mask(&self) -> String {
+        let mut mask: u128 = 0;
+        for &core in &self.cores {
+            if core < 128 {
+                mask |= 1 << core;
+            }
+        }
+        format!("{:#x}", mask.max(1))
+    }
+}
+
+impl Default for SpdkEnvConfig {
+    fn default() -> SpdkEnvConfig {
+        SpdkEnvConfig {
+            mem_size: SpdkEnvConfig::DEFAULT_MEM_SIZE,
+            hugepages: true,
+            shm_id: None,
+            cores: Vec::new(),
+            pci_allowed: Vec::new(),
+        }
+    }
 }
 
 /// Durability of a write (see DESIGN section 4).

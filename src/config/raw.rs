@@ -24,6 +24,8 @@ pub struct RawConfig {
     pub flush: RawFlush,
     #[serde(default)]
     pub server: RawServer,
+    #[serde(default)]
+    pub spdk: RawSpdk,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,6 +55,7 @@ pub struct RawDevice {
     pub address: Option<Leaf>,
     pub port: Option<Leaf>,
     pub nqn: Option<Leaf>,
+    pub namespace: Option<Leaf>,
     // sim
     pub sim: Option<RawSim>,
 }
@@ -103,6 +106,14 @@ pub struct RawFlush {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawServer {
     pub listen: Option<Leaf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RawSpdk {
+    pub mem_size: Option<Leaf>,
+    pub hugepages: Option<Leaf>,
+    pub shm_id: Option<Leaf>,
 }
 
 /// Reads the YAML shape; errors carry the parser's line and column.

@@ -13,7 +13,7 @@ use super::raw::{Leaf, RawConfig, RawDevice, RawSim};
 use super::{
     BackendConfig, Config, ConfigError, DeviceConfig, Durability, FlushConfig, IdlePolicy,
     MemstoreConfig, ReactorsConfig, Role, ServerConfig, SimConfig, SimFaults, SpdkConfig,
-    WalConfig, MIN_DATA_BYTES, RESERVED_BYTES,
+    SpdkEnvConfig, WalConfig, MIN_DATA_BYTES, RESERVED_BYTES,
 };
 
 type Result<T> = std::result::Result<T, ConfigError>;
@@ -205,6 +205,8 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
         )?,
     };
 
+    let spdk = spdk_env(&c, &raw, &reactors, &devices)?;
+
     Ok(Config {
         source: source.to_string(),
         appliance,
@@ -214,6 +216,7 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
         memstore,
         flush,
         server,
+        spdk,
     })
 }
 
@@ -299,13 +302,14 @@ fn list(cores: &[usize]) -> String {
 /// Which keys each backend takes, beyond name, backend, role, size,
 /// block-size and queue-depth.
 fn check_backend_keys(c: &Checker, dev: &RawDevice, i: usize, backend: &str) -> Result<()> {
-    let keys: [(&str, Option<&Leaf>, &[&str]); 6] = [
+    let keys: [(&str, Option<&Leaf>, &[&str]); 7] = [
         ("path", dev.path.as_ref(), &["psync", "uring"]),
         ("direct", dev.direct.as_ref(), &["uring"]),
         ("transport", dev.transport.as_ref(), &["spdk"]),
         ("address", dev.address.as_ref(), &["spdk"]),
         ("port", dev.port.as_ref(), &["spdk"]),
         ("nqn", dev.nqn.as_ref(), &["spdk"]),
+        ("namespace", dev.namespace.as_ref(), &["spdk"]),
     ];
     for (key, leaf, backends) in keys {
         if let Some(leaf) = leaf {
@@ -453,6 +457,17 @@ fn spdk(c: &Checker, dev: &RawDevice, i: usize) -> Result<SpdkConfig> {
         )
     })?;
     let addr = address.value.trim().to_string();
+    let namespace: u32 = c.or(&dev.namespace, 1, |l| {
+        let ns: u32 = c.uint(l, &field("namespace"), "a namespace ID")?;
+        if ns == 0 || ns == u32::MAX {
+            return Err(c.at(
+                l,
+                &field("namespace"),
+                format!("{ns} is not a namespace ID (1 to 4294967294)"),
+            ));
+        }
+        Ok(ns)
+    })?;
     if !kind {
         if !is_pci_address(&addr) {
             return Err(c.at(
@@ -470,7 +485,10 @@ fn spdk(c: &Checker, dev: &RawDevice, i: usize) -> Result<SpdkConfig> {
                 ));
             }
         }
-        return Ok(SpdkConfig::Pcie { address: addr });
+        return Ok(SpdkConfig::Pcie {
+            address: addr,
+            namespace,
+        });
     }
     if addr.parse::<std::net::IpAddr>().is_err() {
         return Err(c.at(
@@ -498,6 +516,75 @@ fn spdk(c: &Checker, dev: &RawDevice, i: usize) -> Result<SpdkConfig> {
         address: addr,
         port,
         nqn: nqn.value.trim().to_string(),
+        namespace,
+    })
+}
+
+/// The smallest `spdk.mem-size`: the queue pairs and a few buffers.
+const MIN_SPDK_MEM: u64 = 64 << 20;
+
+/// The `spdk:` section, with the cores and PCI addresses the map implies.
+fn spdk_env(
+    c: &Checker,
+    raw: &RawConfig,
+    reactors: &ReactorsConfig,
+    devices: &[DeviceConfig],
+) -> Result<SpdkEnvConfig> {
+    let s = &raw.spdk;
+    let mem_size = c.or(&s.mem_size, SpdkEnvConfig::DEFAULT_MEM_SIZE, |l| {
+        let size = c.size(l, "spdk.mem-size")?;
+        if size < MIN_SPDK_MEM || size % (1 << 20) != 0 || size >> 20 > i32::MAX as u64 {
+            return Err(c.at(
+                l,
+                "spdk.mem-size",
+                format!("{size} bytes is not a whole number of MiB from 64MiB up"),
+            ));
+        }
+        Ok(size)
+    })?;
+    let hugepages = c.or(&s.hugepages, true, |l| c.boolean(l, "spdk.hugepages"))?;
+    let shm_id = s
+        .shm_id
+        .as_ref()
+        .map(|l| {
+            let id: u32 = c.uint(l, "spdk.shm-id", "a shared-memory ID (0 or more)")?;
+            if id > i32::MAX as u32 {
+                return Err(c.at(l, "spdk.shm-id", format!("{id} is more than {}", i32::MAX)));
+            }
+            Ok(id)
+        })
+        .transpose()?;
+    let mut cores: Vec<usize> = reactors
+        .wal
+        .iter()
+        .chain(&reactors.flush)
+        .copied()
+        .collect();
+    cores.sort_unstable();
+    let any_spdk = devices
+        .iter()
+        .any(|d| d.kind() == crate::device::BackendKind::Spdk);
+    if let Some(&core) = cores.iter().find(|&&core| any_spdk && core >= 128) {
+        return Err(c.at_opt(
+            None,
+            "reactors",
+            format!("core {core} is beyond the 128 cores SPDK's core mask can name"),
+        ));
+    }
+    let mut pci_allowed = Vec::new();
+    for dev in devices {
+        if let BackendConfig::Spdk(SpdkConfig::Pcie { address, .. }) = &dev.backend {
+            if !pci_allowed.contains(address) {
+                pci_allowed.push(address.clone());
+            }
+        }
+    }
+    Ok(SpdkEnvConfig {
+        mem_size,
+        hugepages,
+        shm_id,
+        cores,
+        pci_allowed,
     })
 }
 

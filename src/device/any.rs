@@ -6,12 +6,14 @@
 
 use super::psync::{PsyncDevice, PsyncQueue};
 use super::sim::{SimDevice, SimQueue};
+#[cfg(feature = "spdk")]
+use super::spdk::{SpdkDevice, SpdkQueue};
 use super::uring::{UringDevice, UringQueue};
 use super::{
-    file, BackendKind, Completion, Device, DeviceError, DeviceInfo, IoBuf, Queue, Rejected,
-    Request, Result, WaitHint,
+    file, BackendKind, Completion, Device, DeviceInfo, IoBuf, Queue, Rejected, Request, Result,
+    WaitHint,
 };
-use crate::config::{BackendConfig, DeviceConfig};
+use crate::config::{BackendConfig, DeviceConfig, SpdkEnvConfig};
 
 /// Any backend's device.
 #[derive(Clone)]
@@ -19,6 +21,8 @@ pub enum AnyDevice {
     Sim(SimDevice),
     Psync(PsyncDevice),
     Uring(UringDevice),
+    #[cfg(feature = "spdk")]
+    Spdk(SpdkDevice),
 }
 
 /// Any backend's queue.
@@ -30,6 +34,8 @@ pub enum AnyQueue {
     Sim(SimQueue),
     Psync(PsyncQueue),
     Uring(UringQueue),
+    #[cfg(feature = "spdk")]
+    Spdk(SpdkQueue),
 }
 
 /// Calls the same method on whichever backend is inside.
@@ -39,19 +45,30 @@ macro_rules! dispatch {
             $enum::Sim($inner) => $call,
             $enum::Psync($inner) => $call,
             $enum::Uring($inner) => $call,
+            #[cfg(feature = "spdk")]
+            $enum::Spdk($inner) => $call,
         }
     };
 }
 
 impl AnyDevice {
     /// Opens the device `cfg` describes. File devices must exist (see
-    /// [`AnyDevice::create`]); `sim` devices start empty.
-    pub fn open(cfg: &DeviceConfig) -> Result<AnyDevice> {
+    /// [`AnyDevice::create`]); `sim` devices start empty. `spdk` devices
+    /// set up SPDK's environment from `spdk` (the config's `spdk` section)
+    /// when they are the first of the process to open; other backends
+    /// ignore it.
+    pub fn open(cfg: &DeviceConfig, spdk: &SpdkEnvConfig) -> Result<AnyDevice> {
         match &cfg.backend {
             BackendConfig::Sim(_) => SimDevice::open(cfg).map(AnyDevice::Sim),
             BackendConfig::Psync { .. } => PsyncDevice::open(cfg).map(AnyDevice::Psync),
             BackendConfig::Uring { .. } => UringDevice::open(cfg).map(AnyDevice::Uring),
-            BackendConfig::Spdk(_) => Err(spdk_unavailable(cfg)),
+            #[cfg(feature = "spdk")]
+            BackendConfig::Spdk(_) => SpdkDevice::open(cfg, spdk).map(AnyDevice::Spdk),
+            #[cfg(not(feature = "spdk"))]
+            BackendConfig::Spdk(_) => {
+                let _ = spdk;
+                Err(spdk_unavailable(cfg))
+            }
         }
     }
 
@@ -61,6 +78,9 @@ impl AnyDevice {
         match &cfg.backend {
             BackendConfig::Psync { .. } | BackendConfig::Uring { .. } => file::create(cfg),
             BackendConfig::Sim(_) => Ok(()),
+            #[cfg(feature = "spdk")]
+            BackendConfig::Spdk(_) => Ok(()),
+            #[cfg(not(feature = "spdk"))]
             BackendConfig::Spdk(_) => Err(spdk_unavailable(cfg)),
         }
     }
@@ -70,8 +90,9 @@ impl AnyDevice {
     }
 }
 
-fn spdk_unavailable(cfg: &DeviceConfig) -> DeviceError {
-    DeviceError::Unavailable {
+#[cfg(not(feature = "spdk"))]
+fn spdk_unavailable(cfg: &DeviceConfig) -> super::DeviceError {
+    super::DeviceError::Unavailable {
         device: cfg.name.clone(),
         backend: "spdk",
         why:
@@ -93,6 +114,8 @@ impl Device for AnyDevice {
             AnyDevice::Sim(d) => AnyQueue::Sim(d.open_queue()?),
             AnyDevice::Psync(d) => AnyQueue::Psync(d.open_queue()?),
             AnyDevice::Uring(d) => AnyQueue::Uring(d.open_queue()?),
+            #[cfg(feature = "spdk")]
+            AnyDevice::Spdk(d) => AnyQueue::Spdk(d.open_queue()?),
         })
     }
 

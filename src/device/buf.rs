@@ -7,8 +7,10 @@
 //! request is in flight without any borrow outliving the call.
 //!
 //! Engines ask the device for buffers ([`crate::device::Device::alloc_buf`]) so
-//! that a backend with its own memory (SPDK's DMA-able hugepage memory) can
-//! supply them; today every buffer comes from the global allocator.
+//! that a backend with its own memory can supply them: with the `spdk`
+//! feature a buffer is backed either by the global allocator or by SPDK's
+//! DMA-able memory ([`IoBuf::is_dma`] tells them apart; a PCIe controller
+//! can only reach the latter).
 
 use std::alloc::{self, Layout};
 use std::fmt;
@@ -31,6 +33,20 @@ pub struct IoBuf {
     /// Length the allocation was made for (>= `len`); `Drop` frees with it.
     capacity: usize,
     align: usize,
+    /// Who owns the memory at `base`.
+    backing: Backing,
+}
+
+/// Where an [`IoBuf`]'s memory comes from.
+#[derive(Debug)]
+enum Backing {
+    /// The global allocator, with `IoBuf::layout`.
+    Heap,
+    /// SPDK's DMA heap; the region frees itself when dropped.
+    #[cfg(feature = "spdk")]
+    Dma {
+        _region: super::spdk::dma::DmaRegion,
+    },
 }
 
 // SAFETY: IoBuf owns its allocation exclusively (like Box<[u8]>); no other
@@ -71,6 +87,32 @@ impl IoBuf {
             len,
             capacity: len,
             align,
+            backing: Backing::Heap,
+        }
+    }
+
+    /// A zeroed buffer of `len` bytes in SPDK's DMA-able memory, aligned to
+    /// `align`; `None` when that memory is exhausted or not set up.
+    #[cfg(feature = "spdk")]
+    pub fn dma(len: usize, align: usize) -> Option<IoBuf> {
+        let region = super::spdk::dma::DmaRegion::alloc(len, align)?;
+        Some(IoBuf {
+            base: region.as_ptr(),
+            offset: 0,
+            len,
+            capacity: len,
+            align,
+            backing: Backing::Dma { _region: region },
+        })
+    }
+
+    /// True when the buffer lives in SPDK's DMA-able memory, which a PCIe
+    /// controller can reach (always false without the `spdk` feature).
+    pub fn is_dma(&self) -> bool {
+        match self.backing {
+            Backing::Heap => false,
+            #[cfg(feature = "spdk")]
+            Backing::Dma { .. } => true,
         }
     }
 
@@ -174,7 +216,15 @@ impl AsMut<[u8]> for IoBuf {
 }
 
 impl Clone for IoBuf {
+    /// A copy in the same kind of memory (DMA memory when it can be had).
     fn clone(&self) -> IoBuf {
+        #[cfg(feature = "spdk")]
+        if self.is_dma() && self.offset == 0 {
+            if let Some(mut copy) = IoBuf::dma(self.len, self.align) {
+                copy.copy_from_slice(self);
+                return copy;
+            }
+        }
         let mut copy = IoBuf::with_offset(self.len, self.align, self.offset);
         copy.copy_from_slice(self);
         copy
@@ -183,6 +233,9 @@ impl Clone for IoBuf {
 
 impl Drop for IoBuf {
     fn drop(&mut self) {
+        if !matches!(self.backing, Backing::Heap) {
+            return; // the DmaRegion frees itself
+        }
         let layout = IoBuf::layout(self.capacity, self.align, self.offset);
         // SAFETY: base was allocated by alloc_zeroed with exactly this layout
         // and is freed only here, once.
@@ -196,6 +249,7 @@ impl fmt::Debug for IoBuf {
             .field("len", &self.len)
             .field("capacity", &self.capacity)
             .field("align", &self.align)
+            .field("dma", &self.is_dma())
             .finish()
     }
 }

@@ -44,6 +44,20 @@ pub enum DeviceError {
         source: io::Error,
     },
 
+    /// A buffer is in memory the device cannot reach (an SPDK PCIe
+    /// controller needs DMA memory from `Device::alloc_buf`).
+    #[error("device {device}: buffer {buffer} of the {kind} at LBA {lba} is not DMA memory; allocate it with the device's alloc_buf")]
+    NotDma {
+        device: String,
+        kind: IoKind,
+        lba: u64,
+        buffer: usize,
+    },
+
+    /// The device is not what the configuration says (block size, size).
+    #[error("device {device}: {what}")]
+    Mismatch { device: String, what: String },
+
     /// The device lost power (simulated) or its controller went away; the
     /// request did not complete and nothing about it may be assumed.
     #[error("device {device}: offline ({why}); {kind} at LBA {lba} did not complete")]

@@ -12,6 +12,7 @@
 //! | [`sim`] | RAM-backed NVMe model: volatile cache, latency, faults, power cut | no |
 //! | [`psync`] | pwrite/pread/fdatasync, the plain kernel baseline | yes, by design |
 //! | [`uring`] | io_uring with O_DIRECT, flush = fsync(DATASYNC) | no |
+//! | `spdk` | SPDK's userspace NVMe driver, PCIe or NVMe/TCP (feature `spdk`) | no |
 //!
 //! Durability contract (every backend): a write is durable once a flush that
 //! was submitted after the write completed has itself completed. A completed
@@ -30,6 +31,8 @@ mod error;
 mod file;
 pub mod psync;
 pub mod sim;
+#[cfg(feature = "spdk")]
+pub mod spdk;
 pub mod uring;
 pub mod wait;
 
