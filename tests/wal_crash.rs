@@ -65,8 +65,10 @@ fn devices(rng: &mut ChaCha8Rng, n: usize) -> Vec<SimDevice> {
                 seed: rng.random(),
                 ..SimConfig::default()
             };
-            // 1 MiB reserved + 6 segments of 256 KiB.
-            SimDevice::new(&format!("wal{i}"), 4096, 640, 64, model)
+            // 1 MiB reserved + 92 segments of 256 KiB: more than the most
+            // the writers can append (1,600 batches of at most 2 blocks),
+            // so the log never fills (nothing releases it here).
+            SimDevice::new(&format!("wal{i}"), 4096, 6144, 64, model)
         })
         .collect()
 }

@@ -403,6 +403,7 @@ impl<Q: Queue> WalWork<Q> {
                         seq,
                         epoch: self.epoch,
                         first_lsn: first,
+                        released: self.released,
                     }
                     .encode(&mut header);
                     Request::write(id, p.lba - 1, vec![header, buf])

@@ -248,3 +248,32 @@ fn none_is_not_logged() {
     );
     assert_eq!(wal.stats().appends, 0);
 }
+
+#[test]
+fn reopen_without_a_replay_point_starts_after_the_last_release() {
+    // 1 MiB reserved + 4 segments of 64 KiB: the log wraps.
+    let devs = [sim("a", 0, 0, 256 + 64), sim("b", 0, 0, 256 + 64)];
+    let mut o = opts();
+    o.replay_from = None;
+    let (wal, _) = Wal::open(stripe(&devs), &o, ReactorConfig::unpinned("wal")).unwrap();
+    let value = vec![1u8; 3000];
+    let mut last = 0;
+    for i in 0..600u32 {
+        let t = wal
+            .put(0, i.to_be_bytes().to_vec(), value.clone(), Durability::Sync)
+            .unwrap();
+        last = t.wait().unwrap();
+        // The memstores keep only the last 20 records.
+        wal.release(last.saturating_sub(20));
+    }
+    let stats = wal.close().unwrap();
+    assert!(stats.segments_reclaimed > 8, "the log wrapped: {stats}");
+    let (_wal, rec) = Wal::open(stripe(&devs), &o, ReactorConfig::unpinned("wal"))
+        .expect("reopen after the log wrapped, with no replay point given");
+    let first = rec.records.first().expect("the unreleased records").lsn;
+    assert!(
+        first <= last - 20,
+        "everything not released is replayed (from {first})"
+    );
+    assert_eq!(rec.records.last().unwrap().lsn, last);
+}

@@ -210,6 +210,7 @@ impl Writer {
             seq,
             epoch: self.epoch,
             first_lsn,
+            released: 0,
         }
         .encode(&mut head);
         let at = geo.segment_lba(seg);

@@ -9,7 +9,8 @@
 //! | 32 | 8 | seq: device-local, grows with every segment started |
 //! | 40 | 8 | epoch: WAL incarnation, +1 at every open |
 //! | 48 | 8 | first LSN the segment was started for |
-//! | 56 | 4 | CRC32C of bytes 0..56 |
+//! | 56 | 8 | released: every LSN at or below was no longer needed when the segment started |
+//! | 64 | 4 | CRC32C of bytes 0..64 |
 //!
 //! The rest of the block is zero.
 
@@ -21,7 +22,7 @@ pub const SEGMENT_MAGIC: [u8; 8] = *b"STRIAWSG";
 /// The WAL format version this build writes and reads.
 pub const WAL_FORMAT_VERSION: u32 = 1;
 /// Bytes of the header proper, checksum included.
-pub const SEGMENT_HEADER_BYTES: usize = 60;
+pub const SEGMENT_HEADER_BYTES: usize = 68;
 
 const CRC_AT: usize = SEGMENT_HEADER_BYTES - 4;
 
@@ -33,6 +34,10 @@ pub struct SegmentHeader {
     pub seq: u64,
     pub epoch: u64,
     pub first_lsn: Lsn,
+    /// Every LSN at or below this was released (its segments may have been
+    /// reused) when this segment was started: where replay must begin at
+    /// the latest, when the caller does not say.
+    pub released: Lsn,
 }
 
 impl SegmentHeader {
@@ -50,6 +55,7 @@ impl SegmentHeader {
         out[32..40].copy_from_slice(&self.seq.to_le_bytes());
         out[40..48].copy_from_slice(&self.epoch.to_le_bytes());
         out[48..56].copy_from_slice(&self.first_lsn.to_le_bytes());
+        out[56..64].copy_from_slice(&self.released.to_le_bytes());
         let crc = crc32c::crc32c(&out[..CRC_AT]);
         out[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
     }
@@ -75,6 +81,7 @@ impl SegmentHeader {
             seq: u64_at(b, 32),
             epoch: u64_at(b, 40),
             first_lsn: u64_at(b, 48),
+            released: u64_at(b, 56),
         })
     }
 }

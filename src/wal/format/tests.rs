@@ -48,6 +48,7 @@ fn segment_header_round_trip_and_blank() {
         seq: 42,
         epoch: 9,
         first_lsn: 1234,
+        released: 1200,
     };
     let mut block = vec![0xAA; BS as usize];
     h.encode(&mut block);

@@ -54,8 +54,17 @@ pub(super) fn plan(
             *slot = i;
         }
     }
+    // Without a replay point from the caller, start after the newest
+    // release any segment header records: segments of LSNs below it may
+    // have been reused, so what is left of them is not a prefix.
+    let released = scans
+        .iter()
+        .flat_map(|s| s.segments.iter().map(|seg| seg.header.released))
+        .max()
+        .unwrap_or(0);
     let start = match opts.replay_from {
         Some(from) => from.max(1),
+        None if released > 0 => released + 1,
         None => by_first.keys().next().copied().unwrap_or(1),
     };
 
