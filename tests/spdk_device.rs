@@ -28,7 +28,7 @@ mod with_spdk {
     use super::spdk_target;
 
     use stria::device::spdk::SpdkDevice;
-    use stria::device::{wait, Device, DeviceError, IoBuf, Request};
+    use stria::device::{wait, Device, DeviceError, IoBuf, Queue, Request};
 
     use spdk_target::{device, histogram_count, host_env, rpc_call, with_target, AIO_NSID};
 
@@ -128,6 +128,87 @@ mod with_spdk {
             let err = SpdkDevice::open(&cfg, &host_env()).expect_err("nothing listens there");
             assert!(matches!(err, DeviceError::Unavailable { .. }), "{err}");
             assert!(err.to_string().contains("trtype:TCP"), "{err}");
+        });
+    }
+
+    /// A subsystem that disappears under in-flight writes fails them: no
+    /// write completes successfully once the controller is gone, the queue
+    /// drains instead of hanging, and later requests are refused or fail.
+    #[test]
+    fn a_controller_that_disappears_fails_its_writes() {
+        with_target("a_controller_that_disappears_fails_its_writes", |t| {
+            const DOOMED: &str = "nqn.2016-06.io.spdk:stria-doomed";
+            let rpc = |m: &str, p: serde_json::Value| rpc_call(&t.rpc, m, p);
+            rpc(
+                "bdev_malloc_create",
+                serde_json::json!({ "name": "Doomed0", "num_blocks": 4096, "block_size": 4096 }),
+            )
+            .expect("a malloc bdev");
+            rpc(
+                "nvmf_create_subsystem",
+                serde_json::json!({ "nqn": DOOMED, "allow_any_host": true }),
+            )
+            .expect("a subsystem");
+            rpc(
+                "nvmf_subsystem_add_ns",
+                serde_json::json!({ "nqn": DOOMED, "namespace": { "bdev_name": "Doomed0" } }),
+            )
+            .expect("its namespace");
+            rpc("nvmf_subsystem_add_listener", serde_json::json!({ "nqn": DOOMED, "listen_address": { "trtype": "tcp", "adrfam": "ipv4", "traddr": "127.0.0.1", "trsvcid": t.port.to_string() } }))
+                .expect("its listener");
+            let mut cfg = device(t, "doomed", 1, 0, 32);
+            if let stria::config::BackendConfig::Spdk(stria::config::SpdkConfig::Tcp {
+                nqn, ..
+            }) = &mut cfg.backend
+            {
+                *nqn = DOOMED.to_string();
+            }
+            let dev = SpdkDevice::open(&cfg, &host_env()).expect("attach the doomed subsystem");
+            let mut q = dev.open_queue().unwrap();
+            for i in 0..32u64 {
+                let buf = dev.alloc_buf(65536);
+                q.submit(Request::write(i, i * 16, vec![buf])).unwrap();
+            }
+            rpc(
+                "nvmf_delete_subsystem",
+                serde_json::json!({ "nqn": DOOMED }),
+            )
+            .expect("delete it");
+            let deleted = std::time::Instant::now();
+            let mut done = Vec::new();
+            let mut failed = 0;
+            // Keep writing after the deletion: none of these may succeed.
+            let mut later = 0u64;
+            while q.in_flight() > 0 || later < 64 {
+                assert!(
+                    deleted.elapsed() < std::time::Duration::from_secs(30),
+                    "the queue hangs"
+                );
+                if later < 64 {
+                    let req = Request::write(1000 + later, later, vec![dev.alloc_buf(4096)]);
+                    later += 1;
+                    if q.submit(req).is_err() {
+                        failed += 1;
+                    }
+                }
+                done.clear();
+                q.poll(&mut done);
+                for c in &done {
+                    if c.tag >= 1000 {
+                        assert!(
+                            c.result.is_err(),
+                            "a write submitted after the controller went away succeeded"
+                        );
+                        failed += 1;
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert_eq!(failed, 64, "every later write failed or was refused");
+            let _ = rpc(
+                "bdev_malloc_delete",
+                serde_json::json!({ "name": "Doomed0" }),
+            );
         });
     }
 }
