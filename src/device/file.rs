@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use super::{BackendKind, DeviceError, DeviceInfo, IoBuf, IoKind, Request, Result, DEFAULT_ALIGN};
-use crate::config::DeviceConfig;
+use crate::config::{DeviceConfig, Role};
 
 /// Creates the backing file of a kernel-path device for `stria format`: the
 /// parent folder and the file if missing, with at least `cfg.size` bytes.
@@ -31,6 +31,25 @@ use crate::config::DeviceConfig;
 /// folder, the folders `create_dir_all` made, and the existing one above
 /// them), from the bottom up, so that a power cut right after `stria
 /// format` cannot take the new file away.
+/// Writes zeroes over the first `size` bytes of a WAL file.
+///
+/// Space reserved with fallocate is "unwritten": the first write to each
+/// extent must also convert it, so every log append followed by an
+/// fdatasync pays a journal commit (a median 250 us sync append against
+/// 171 us on written blocks, on ext4 here). The log is rewritten in place
+/// forever, so writing it once at format time removes that cost for good.
+fn write_zeroes(file: &File, size: u64) -> io::Result<()> {
+    const CHUNK: usize = 1 << 20;
+    let zeroes = vec![0u8; CHUNK];
+    let mut at = 0u64;
+    while at < size {
+        let n = (size - at).min(CHUNK as u64) as usize;
+        file.write_all_at(&zeroes[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
 pub fn create(cfg: &DeviceConfig) -> Result<()> {
     let path = backing_path(cfg)?;
     let open_err = |source: io::Error| DeviceError::Open {
@@ -87,7 +106,10 @@ pub fn create(cfg: &DeviceConfig) -> Result<()> {
     if short {
         reserve(&file, cfg.size).map_err(open_err)?;
     }
-    if short || created {
+    if cfg.role == Role::Wal {
+        write_zeroes(&file, cfg.size).map_err(open_err)?;
+    }
+    if short || created || cfg.role == Role::Wal {
         file.sync_all().map_err(open_err)?;
     }
     if created {
@@ -388,23 +410,47 @@ mod tests {
         assert_eq!(fs::metadata(cfg.path().unwrap()).unwrap().len(), 1 << 20);
     }
 
+    fn data_config(path: &Path, size: u64) -> DeviceConfig {
+        let mut cfg = file_config(path, size, false);
+        cfg.role = Role::Data;
+        cfg
+    }
+
     #[test]
-    fn create_keeps_a_larger_file_and_its_contents() {
+    fn create_keeps_a_larger_data_file_and_its_contents() {
         let dir = TestDir::new();
         let path = dir.path().join("big.img");
         fs::write(&path, vec![7u8; 2 << 20]).unwrap();
-        create(&file_config(&path, 1 << 20, false)).unwrap();
+        create(&data_config(&path, 1 << 20)).unwrap();
         let data = fs::read(&path).unwrap();
         assert_eq!(data.len(), 2 << 20);
         assert!(data.iter().all(|&b| b == 7));
     }
 
     #[test]
-    fn create_grows_a_smaller_file_keeping_its_head() {
+    fn create_writes_every_block_of_a_wal_file() {
+        let dir = TestDir::new();
+        let path = dir.path().join("wal.img");
+        fs::write(&path, vec![7u8; 2 << 20]).unwrap();
+        create(&file_config(&path, 1 << 20, false)).unwrap();
+        let data = fs::read(&path).unwrap();
+        assert_eq!(data.len(), 2 << 20);
+        assert!(
+            data[..1 << 20].iter().all(|&b| b == 0),
+            "the log area is written"
+        );
+        assert!(
+            data[1 << 20..].iter().all(|&b| b == 7),
+            "past the size is not touched"
+        );
+    }
+
+    #[test]
+    fn create_grows_a_smaller_data_file_keeping_its_head() {
         let dir = TestDir::new();
         let path = dir.path().join("small.img");
         fs::write(&path, [9u8; 4096]).unwrap();
-        create(&file_config(&path, 1 << 20, false)).unwrap();
+        create(&data_config(&path, 1 << 20)).unwrap();
         let data = fs::read(&path).unwrap();
         assert_eq!(data.len(), 1 << 20);
         assert!(data[..4096].iter().all(|&b| b == 9));
