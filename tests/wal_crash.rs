@@ -15,43 +15,25 @@
 //! `cargo test --release --test wal_crash -- --ignored`, runs 5,000. A
 //! failing seed is printed; `STRIA_SEED=n` replays one.
 
-use std::collections::HashMap;
+#[path = "common/wal_check.rs"]
+mod wal_check;
+
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use stria::config::{Durability, SimConfig};
+use stria::config::SimConfig;
 use stria::device::sim::SimDevice;
 use stria::reactor::ReactorConfig;
-use stria::wal::format::RecordOp;
 use stria::wal::recovery::{recover, RecoveryOptions, WalDevice};
 use stria::wal::{Wal, WalOptions};
 
+use wal_check::{check, writer, Ack, Crash};
+
 const SEGMENT: u64 = 256 << 10;
 const MAX_BATCH: u64 = 32 << 10;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Crash {
-    PowerCut,
-    Process,
-}
-
-/// The value writer `t` appends as its `i`th record, derived so the checker
-/// can tell any recovered record's origin and contents from its key alone.
-fn value_of(seed: u64, t: u32, i: u32) -> Vec<u8> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (u64::from(t) << 40) ^ u64::from(i));
-    let len = rng.random_range(0..600);
-    (0..len).map(|_| rng.random()).collect()
-}
-
-fn key_of(t: u32, i: u32) -> Vec<u8> {
-    let mut k = Vec::with_capacity(8);
-    k.extend_from_slice(&t.to_be_bytes());
-    k.extend_from_slice(&i.to_be_bytes());
-    k
-}
 
 fn devices(rng: &mut ChaCha8Rng, n: usize) -> Vec<SimDevice> {
     (0..n)
@@ -96,9 +78,6 @@ fn opts() -> WalOptions {
     }
 }
 
-/// An acknowledged append: writer, index, level, LSN.
-type Ack = (u32, u32, Durability, u64);
-
 /// What one seed saw: records recovered, acknowledgements the crash had
 /// to keep, and appends acknowledged or not that the crash took.
 #[derive(Default)]
@@ -123,36 +102,9 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     let mut handles = Vec::new();
     for t in 0..writers {
         let (wal, acks) = (wal.clone(), acks.clone());
-        let mut wrng = ChaCha8Rng::seed_from_u64(rng.random());
+        let rng_seed = rng.random();
         handles.push(thread::spawn(move || {
-            let depth = wrng.random_range(1..=8usize);
-            let mut pending = std::collections::VecDeque::new();
-            for i in 0..per_writer {
-                let level = match wrng.random_range(0..3) {
-                    0 => Durability::Async,
-                    1 => Durability::Write,
-                    _ => Durability::Sync,
-                };
-                let Ok(ticket) =
-                    wal.append(RecordOp::Put, t, key_of(t, i), value_of(seed, t, i), level)
-                else {
-                    return;
-                };
-                pending.push_back((i, level, ticket));
-                if pending.len() >= depth {
-                    let (i, level, ticket) = pending.pop_front().unwrap();
-                    match ticket.wait() {
-                        Ok(lsn) => acks.lock().unwrap().push((t, i, level, lsn)),
-                        Err(_) => return,
-                    }
-                }
-            }
-            for (i, level, ticket) in pending {
-                match ticket.wait() {
-                    Ok(lsn) => acks.lock().unwrap().push((t, i, level, lsn)),
-                    Err(_) => return,
-                }
-            }
+            writer(seed, t, per_writer, rng_seed, &acks, || Some(wal.clone()));
         }));
     }
     thread::sleep(crash_after);
@@ -230,60 +182,6 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
         kept,
         lost: appended - got.records.len(),
     })
-}
-
-/// Checks (a) to (c); returns how many acknowledgements had to survive.
-fn check(
-    seed: u64,
-    crash: Crash,
-    acked: &[Ack],
-    records: &[stria::wal::format::Record],
-) -> Result<usize, String> {
-    // (b) a gap-free run of LSNs from 1, (c) byte-identical, nothing invented.
-    let mut next_i: HashMap<u32, u32> = HashMap::new();
-    let mut by_lsn: HashMap<u64, (u32, u32)> = HashMap::new();
-    for (n, r) in records.iter().enumerate() {
-        if r.lsn != n as u64 + 1 {
-            return Err(format!("record {n} has LSN {}, expected {}", r.lsn, n + 1));
-        }
-        if r.key.len() != 8 {
-            return Err(format!("LSN {}: invented key {:?}", r.lsn, r.key));
-        }
-        let t = u32::from_be_bytes(r.key[..4].try_into().unwrap());
-        let i = u32::from_be_bytes(r.key[4..].try_into().unwrap());
-        if r.op != RecordOp::Put || r.region != t || r.value != value_of(seed, t, i) {
-            return Err(format!(
-                "LSN {}: record of writer {t} #{i} is not what it appended",
-                r.lsn
-            ));
-        }
-        let want = next_i.entry(t).or_insert(0);
-        if i != *want {
-            return Err(format!(
-                "LSN {}: writer {t} #{i} recovered, expected #{want} next",
-                r.lsn
-            ));
-        }
-        *want += 1;
-        by_lsn.insert(r.lsn, (t, i));
-    }
-    // (a) acknowledged appends survive at their LSN.
-    let mut kept = 0;
-    for &(t, i, level, lsn) in acked {
-        let must = match crash {
-            Crash::PowerCut => level == Durability::Sync,
-            Crash::Process => level >= Durability::Write,
-        };
-        kept += usize::from(must);
-        if must && by_lsn.get(&lsn) != Some(&(t, i)) {
-            return Err(format!(
-                "writer {t} #{i} acknowledged at {} with LSN {lsn} was lost ({} records recovered)",
-                level.as_str(),
-                records.len()
-            ));
-        }
-    }
-    Ok(kept)
 }
 
 fn seeds(n: u64, crash: Crash) {

@@ -7,6 +7,9 @@
 //! (a file under target/, 64 MiB), on 127.0.0.1 and a free port. The
 //! target polls core 0; the tests' host environment uses core 1.
 //!
+//! benches/devices.rs starts its own target through [`start`], with a
+//! larger AIO file next to its kernel-path device files.
+//!
 //! When `nvmf_tgt` is missing (not on PATH, no STRIA_NVMF_TGT), [`get`]
 //! returns why; the caller prints `NOT RUN <name>: <why>` and passes,
 //! unless STRIA_REQUIRE_SPDK=1 makes that a failure.
@@ -35,12 +38,21 @@ pub struct Target {
 }
 
 static TARGET: OnceLock<Result<Target, String>> = OnceLock::new();
+/// Bytes of the file behind `AIO0` in the tests' target.
+const TEST_AIO_BYTES: u64 = 64 << 20;
 /// Tests that share the target's namespaces run one at a time.
 static EXCLUSIVE: Mutex<()> = Mutex::new(());
 
 /// The shared target and exclusive use of it, or why there is none.
 pub fn get() -> Result<(&'static Target, MutexGuard<'static, ()>), String> {
-    let target = TARGET.get_or_init(start).as_ref().map_err(Clone::clone)?;
+    let target = TARGET
+        .get_or_init(|| {
+            let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+            let dir = tmp.join(format!("spdk-target-{}", std::process::id()));
+            start(&dir, TEST_AIO_BYTES)
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
     Ok((target, EXCLUSIVE.lock().unwrap_or_else(|e| e.into_inner())))
 }
 
@@ -157,15 +169,17 @@ fn remove_stale(tmp: &Path) {
     }
 }
 
-fn start() -> Result<Target, String> {
+/// Starts a target whose files (`AIO0`'s, `aio_bytes` long, the config and
+/// the log) go in `dir`, which is created. It lives until this process
+/// exits.
+pub fn start(dir: &Path, aio_bytes: u64) -> Result<Target, String> {
     let bin = nvmf_tgt()?;
     let pid = std::process::id();
     remove_stale(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("spdk-target-{pid}"));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let aio = dir.join("aio.img");
     std::fs::File::create(&aio)
-        .and_then(|f| f.set_len(64 << 20))
+        .and_then(|f| f.set_len(aio_bytes))
         .map_err(|e| format!("{}: {e}", aio.display()))?;
     let port = free_port()?;
     let json = dir.join("nvmf.json");
