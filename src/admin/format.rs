@@ -76,6 +76,9 @@ pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
             capacity_blocks: opened.info().capacity_blocks,
             formatted_at,
         };
+        if dev.path().is_some() {
+            crate::device::write_through(dev)?;
+        }
         write_superblock(&opened, &sb)?;
         tracing::info!(device = %dev.name, "formatted: {sb}");
         devices.push((dev.name.clone(), Formatted::Written(sb)));
