@@ -46,7 +46,7 @@ mod with_spdk {
     use stria::wal::{Wal, WalOptions};
 
     use super::spdk_target::{device, host_env, with_target, Target, AIO_NSID, MALLOC_NSID};
-    use super::wal_check::{check, writer, Ack, Crash};
+    use super::wal_check::{check, run_seeds, writer, Ack, Crash, Seen};
 
     const SEGMENT: u64 = 256 << 10;
     const MAX_BATCH: u64 = 32 << 10;
@@ -126,15 +126,6 @@ mod with_spdk {
             c.result.map_err(|e| format!("flush {}: {e}", wd.name))?;
         }
         Ok(())
-    }
-
-    /// What one seed saw: records recovered, acknowledgements that had to
-    /// survive, appends the crash took.
-    #[derive(Default)]
-    struct Seen {
-        recovered: usize,
-        kept: usize,
-        lost: usize,
     }
 
     fn run_seed(t: &Target, seed: u64) -> Result<Seen, String> {
@@ -227,47 +218,9 @@ mod with_spdk {
     #[test]
     fn process_crash_on_the_target() {
         with_target("spdk_wal::process_crash_on_the_target", |t| {
-            let only: Option<u64> = std::env::var("STRIA_SEED")
-                .ok()
-                .and_then(|s| s.parse().ok());
-            let seeds: Vec<u64> = only.map_or_else(|| (0..SEEDS).collect(), |s| vec![s]);
-            let mut all = Seen::default();
-            let mut cut_short = 0;
-            let started = Instant::now();
-            for &seed in &seeds {
-                // A seed that does not finish is a hang: report it.
-                let (tx, rx) = std::sync::mpsc::channel();
-                thread::spawn(move || {
-                    let _ = tx.send(run_seed(t, seed));
-                });
-                let outcome = rx
-                    .recv_timeout(Duration::from_secs(60))
-                    .unwrap_or_else(|_| Err("did not finish within 60 s: a hang".into()));
-                match outcome {
-                    Ok(seen) => {
-                        all.recovered += seen.recovered;
-                        all.kept += seen.kept;
-                        all.lost += seen.lost;
-                        cut_short += usize::from(seen.lost > 0);
-                    }
-                    Err(e) => panic!("seed {seed} failed (replay with STRIA_SEED={seed}): {e}"),
-                }
-            }
-            println!(
-                "process crash on SPDK: {} seeds passed in {:.1?}; {} records recovered, \
-                 {} acknowledgements checked, {} appends lost to the crash in {cut_short} seeds",
-                seeds.len(),
-                started.elapsed(),
-                all.recovered,
-                all.kept,
-                all.lost
-            );
-            if seeds.len() > 1 {
-                assert!(
-                    all.kept > 0 && cut_short * 4 >= seeds.len(),
-                    "crashes came too late to test anything"
-                );
-            }
+            run_seeds("process crash on SPDK", SEEDS, move |seed| {
+                run_seed(t, seed)
+            });
         });
     }
 }

@@ -30,7 +30,7 @@ use stria::reactor::ReactorConfig;
 use stria::wal::recovery::{recover, RecoveryOptions, WalDevice};
 use stria::wal::{Wal, WalOptions};
 
-use wal_check::{check, writer, Ack, Crash};
+use wal_check::{check, run_seeds, writer, Ack, Crash, Seen};
 
 const SEGMENT: u64 = 256 << 10;
 const MAX_BATCH: u64 = 32 << 10;
@@ -76,15 +76,6 @@ fn opts() -> WalOptions {
         replay_from: Some(1),
         truncate_corrupt: false,
     }
-}
-
-/// What one seed saw: records recovered, acknowledgements the crash had
-/// to keep, and appends acknowledged or not that the crash took.
-#[derive(Default)]
-struct Seen {
-    recovered: usize,
-    kept: usize,
-    lost: usize,
 }
 
 fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
@@ -185,49 +176,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
 }
 
 fn seeds(n: u64, crash: Crash) {
-    let only: Option<u64> = std::env::var("STRIA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok());
-    let range: Vec<u64> = match only {
-        Some(s) => vec![s],
-        None => (0..n).collect(),
-    };
-    let mut all = Seen::default();
-    let mut cut_short = 0;
-    for &seed in &range {
-        // A seed that does not finish is a hang: report it, do not wait forever.
-        let (tx, rx) = std::sync::mpsc::channel();
-        thread::spawn(move || {
-            let _ = tx.send(run_seed(seed, crash));
-        });
-        let outcome = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| Err("did not finish within 60 s: a hang".to_string()));
-        match outcome {
-            Ok(seen) => {
-                all.recovered += seen.recovered;
-                all.kept += seen.kept;
-                all.lost += seen.lost;
-                cut_short += usize::from(seen.lost > 0);
-            }
-            Err(e) => panic!("{crash:?} seed {seed} failed (replay with STRIA_SEED={seed}): {e}"),
-        }
-    }
-    println!(
-        "{crash:?}: {} seeds passed; {} records recovered, {} acknowledgements checked, \
-         {} appends lost to the crash in {cut_short} seeds",
-        range.len(),
-        all.recovered,
-        all.kept,
-        all.lost
-    );
-    if range.len() > 1 {
-        // The crash must land while writes are in flight, or nothing is tested.
-        assert!(
-            all.kept > 0 && cut_short * 4 >= range.len(),
-            "crashes came too late to test anything"
-        );
-    }
+    run_seeds(&format!("{crash:?}"), n, move |seed| run_seed(seed, crash));
 }
 
 #[test]

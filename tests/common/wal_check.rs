@@ -147,3 +147,65 @@ pub fn check(seed: u64, crash: Crash, acked: &[Ack], records: &[Record]) -> Resu
     }
     Ok(kept)
 }
+
+/// What one seed saw: records recovered, acknowledgements the crash had to
+/// keep, and appends (acknowledged or not) that the crash took.
+#[derive(Default)]
+pub struct Seen {
+    pub recovered: usize,
+    pub kept: usize,
+    pub lost: usize,
+}
+
+/// Runs `run` for seeds `0..n` (or only `STRIA_SEED`), each guarded against
+/// hanging; panics naming the first failing seed, prints what was checked,
+/// and fails when the crashes came too late to test anything.
+pub fn run_seeds<F>(label: &str, n: u64, run: F)
+where
+    F: Fn(u64) -> Result<Seen, String> + Send + Sync + 'static,
+{
+    let only: Option<u64> = std::env::var("STRIA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let seeds: Vec<u64> = only.map_or_else(|| (0..n).collect(), |s| vec![s]);
+    let run = std::sync::Arc::new(run);
+    let mut all = Seen::default();
+    let mut cut_short = 0;
+    let started = std::time::Instant::now();
+    for &seed in &seeds {
+        // A seed that does not finish is a hang: report it, do not wait forever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let run = run.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(run(seed));
+        });
+        let outcome = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| Err("did not finish within 60 s: a hang".to_string()));
+        match outcome {
+            Ok(seen) => {
+                all.recovered += seen.recovered;
+                all.kept += seen.kept;
+                all.lost += seen.lost;
+                cut_short += usize::from(seen.lost > 0);
+            }
+            Err(e) => panic!("{label}: seed {seed} failed (replay with STRIA_SEED={seed}): {e}"),
+        }
+    }
+    println!(
+        "{label}: {} seeds passed in {:.1?}; {} records recovered, {} acknowledgements checked, \
+         {} appends lost to the crash in {cut_short} seeds",
+        seeds.len(),
+        started.elapsed(),
+        all.recovered,
+        all.kept,
+        all.lost
+    );
+    if seeds.len() > 1 {
+        // The crash must land while writes are in flight, or nothing is tested.
+        assert!(
+            all.kept > 0 && cut_short * 4 >= seeds.len(),
+            "{label}: crashes came too late to test anything"
+        );
+    }
+}
