@@ -108,6 +108,10 @@ enum Bench {
         /// Use only the first K WAL devices of the map.
         #[arg(long, value_name = "K")]
         devices: Option<usize>,
+        /// Never release the log, so the next open recovers all of it (for
+        /// measuring recovery time); the run must fit in the log.
+        #[arg(long)]
+        keep: bool,
     },
 }
 
@@ -247,6 +251,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             durability,
             inflight,
             devices,
+            keep,
         }) => {
             let cfg = load(config.as_ref())?;
             let opts = WalPeOptions {
@@ -257,6 +262,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 durability,
                 in_flight: inflight,
                 devices,
+                keep,
             };
             let report = walpe::run(&cfg, &opts).map_err(|e| e.to_string())?;
             print!("{report}");

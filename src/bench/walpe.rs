@@ -31,6 +31,10 @@ pub struct WalPeOptions {
     pub in_flight: usize,
     /// Use the first `devices` WAL devices of the map (default: all).
     pub devices: Option<usize>,
+    /// Keep everything appended (never release the log), so that the next
+    /// open recovers it all: how recovery time of a full log is measured.
+    /// The run must fit in the log, or writers wait for space forever.
+    pub keep: bool,
 }
 
 /// What was measured.
@@ -91,7 +95,9 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
     let reactor = ReactorConfig::pinned("wal", cfg.reactors.wal[0], &cfg.reactors);
     let (wal, recovered) = Wal::open(devices, &wal_opts, reactor)?;
     // Whatever an earlier run left is not this run's to keep.
-    wal.release(recovered.next_lsn.saturating_sub(1));
+    if !opts.keep {
+        wal.release(recovered.next_lsn.saturating_sub(1));
+    }
     let wal = Arc::new(wal);
     let latency = Arc::new(Mutex::new(Latency::new()));
     let failure: Arc<Mutex<Option<WalError>>> = Arc::default();
@@ -151,7 +157,7 @@ fn writer(
         }
         let at = Instant::now();
         in_flight.push_back((at, wal.put(0, key, value.clone(), opts.durability)?));
-        if i % 1024 == 0 {
+        if i % 1024 == 0 && !opts.keep {
             wal.release(wal.durable_lsn());
         }
     }
@@ -159,7 +165,9 @@ fn writer(
         ticket.wait()?;
         latency.record(at.elapsed());
     }
-    wal.release(wal.durable_lsn());
+    if !opts.keep {
+        wal.release(wal.durable_lsn());
+    }
     shared.lock().expect("lock").add(&latency);
     Ok(())
 }
