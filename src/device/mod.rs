@@ -175,6 +175,22 @@ impl Request {
         }
     }
 
+    /// One iovec per buffer, in order (none for a flush), for backends that
+    /// hand the buffers to the kernel or a controller. The pointers stay
+    /// valid while the request, which owns the buffers, is alive.
+    pub fn iovecs(&mut self) -> Box<[libc::iovec]> {
+        match &mut self.op {
+            Op::Write { bufs, .. } | Op::Read { bufs, .. } => bufs
+                .iter_mut()
+                .map(|b| libc::iovec {
+                    iov_base: b.as_mut_ptr().cast(),
+                    iov_len: b.len(),
+                })
+                .collect(),
+            Op::Flush => Box::new([]),
+        }
+    }
+
     /// Total bytes the request moves.
     pub fn bytes(&self) -> u64 {
         match &self.op {

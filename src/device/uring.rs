@@ -342,20 +342,6 @@ fn entry(fd: types::Fd, info: &DeviceInfo, slot: &Slot, index: usize) -> squeue:
     entry.user_data(index as u64)
 }
 
-/// The iovecs of a read or write: one per buffer, in order.
-fn iovecs(req: &mut Request) -> Box<[libc::iovec]> {
-    match &mut req.op {
-        Op::Write { bufs, .. } | Op::Read { bufs, .. } => bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
-            .collect(),
-        Op::Flush => Box::new([]),
-    }
-}
-
 /// What a CQE result means for the request in `slot`.
 fn completion_result(res: i32, slot: &Slot, info: &DeviceInfo) -> Result<()> {
     if res < 0 {
@@ -393,7 +379,7 @@ impl Queue for UringQueue {
                 request: req,
             });
         }
-        let iovecs = iovecs(&mut req);
+        let iovecs = req.iovecs();
         if iovecs.len() > MAX_BUFS {
             let error = DeviceError::Misaligned {
                 device: self.info.name.clone(),

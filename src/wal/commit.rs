@@ -203,6 +203,24 @@ impl<Q: Queue> WalWork<Q> {
             }
             return Ok(());
         }
+        // Room for an append: seal the open batch when it is full, and open
+        // a new one if a buffer is free (if none is, the append waits).
+        if let Msg::Append { key, value, .. } = &msg {
+            let fits = self
+                .open
+                .as_ref()
+                .is_some_and(|(b, _)| b.fits(key.len(), value.len()));
+            if !fits {
+                if let Some((b, first)) = self.open.take() {
+                    let last = first + u64::from(b.count()) - 1;
+                    self.ready.push_back((b, first, last));
+                }
+                let Some(buf) = self.pool.pop() else {
+                    return Err(msg);
+                };
+                self.open = Some((BatchBuilder::new(buf, self.block_size), self.next_lsn));
+            }
+        }
         match msg {
             Msg::Barrier(ticket) => {
                 let last = self.next_lsn - 1;
@@ -221,27 +239,6 @@ impl<Q: Queue> WalWork<Q> {
                 durability,
                 ticket,
             } => {
-                let fits = self
-                    .open
-                    .as_ref()
-                    .is_some_and(|(b, _)| b.fits(key.len(), value.len()));
-                if !fits {
-                    if let Some((b, first)) = self.open.take() {
-                        let last = first + u64::from(b.count()) - 1;
-                        self.ready.push_back((b, first, last));
-                    }
-                    let Some(buf) = self.pool.pop() else {
-                        return Err(Msg::Append {
-                            op,
-                            region,
-                            key,
-                            value,
-                            durability,
-                            ticket,
-                        });
-                    };
-                    self.open = Some((BatchBuilder::new(buf, self.block_size), self.next_lsn));
-                }
                 let (builder, _) = self.open.as_mut().expect("an open batch");
                 builder.push(RecordRef {
                     op,

@@ -117,16 +117,7 @@ impl QPair {
         let Some(slot) = self.free.pop() else {
             return Err((req, -libc::EBUSY));
         };
-        let iovecs: Box<[libc::iovec]> = match &mut req.op {
-            Op::Write { bufs, .. } | Op::Read { bufs, .. } => bufs
-                .iter_mut()
-                .map(|b| libc::iovec {
-                    iov_base: b.as_mut_ptr().cast(),
-                    iov_len: b.len(),
-                })
-                .collect(),
-            Op::Flush => Box::new([]),
-        };
+        let iovecs = req.iovecs();
         let rc = match &req.op {
             Op::Write { lba, .. } | Op::Read { lba, .. } => {
                 let write = matches!(req.op, Op::Write { .. });
