@@ -66,7 +66,7 @@ fn good_config_parses_with_defaults() {
 #[test]
 fn shipped_configs_parse() {
     let root = env!("CARGO_MANIFEST_DIR");
-    for name in ["local", "sim", "psync"] {
+    for name in ["local", "sim", "sim-stripe", "psync"] {
         let path = std::path::PathBuf::from(format!("{root}/conf/{name}.yaml"));
         Config::parse_with_cores(&std::fs::read_to_string(&path).unwrap(), name, CORES)
             .unwrap_or_else(|e| panic!("conf/{name}.yaml: {e}"));

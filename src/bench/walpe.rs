@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::latency::{fmt_us, Latency};
 use crate::config::{Config, Durability};
 use crate::device::{AnyDevice, DeviceError};
-use crate::reactor::ReactorConfig;
+use crate::reactor::{CountersSnapshot, ReactorConfig};
 use crate::wal::recovery::WalDevice;
 use crate::wal::stats::WalStatsSnapshot;
 use crate::wal::{Wal, WalError, WalOptions};
@@ -45,6 +45,8 @@ pub struct WalPeReport {
     pub elapsed: Duration,
     pub latency: Latency,
     pub stats: WalStatsSnapshot,
+    /// The WAL reactor's counters at the end of the run.
+    pub reactor: Option<CountersSnapshot>,
     pub recovery: String,
 }
 
@@ -117,6 +119,7 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         return Err(e.into());
     }
     let wal = Arc::into_inner(wal).expect("writers are done");
+    let reactor = wal.reactor_counters();
     let stats = wal.close()?;
     let latency = Arc::into_inner(latency)
         .expect("writers are done")
@@ -128,6 +131,7 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         elapsed,
         latency,
         stats,
+        reactor,
         recovery: recovered.report.to_string(),
     })
 }
@@ -230,10 +234,17 @@ impl fmt::Display for WalPeReport {
         )?;
         writeln!(
             f,
-            "  batches {} ({:.1} records/batch), batches per device {:?}, flushes per device {:?}",
+            "  batches {} ({:.1} records/batch), batches per device {:?}, MiB per device [{}], \
+             flushes per device {:?}",
             self.stats.batches,
             self.stats.records_per_batch(),
             self.stats.device_batches,
+            self.stats
+                .device_bytes
+                .iter()
+                .map(|&b| format!("{:.1}", b as f64 / f64::from(1 << 20)))
+                .collect::<Vec<_>>()
+                .join(", "),
             self.stats.flushes
         )?;
         writeln!(
@@ -243,6 +254,9 @@ impl fmt::Display for WalPeReport {
             self.stats.log_full,
             self.stats.segments_reclaimed
         )?;
+        if let Some(r) = &self.reactor {
+            writeln!(f, "  {r}")?;
+        }
         writeln!(f, "  recovery at open: {}", self.recovery)
     }
 }

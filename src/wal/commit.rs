@@ -6,12 +6,21 @@
 //! it appends through its bounded ring; it gives each an LSN in the order it
 //! takes them and copies the record once, into the open batch's device
 //! buffer. Nothing waits to fill a batch: as soon as a device has a free
-//! batch slot, the open batch is sealed and written there, round-robin over
-//! the devices. While batches are in flight, the appends that arrive form
-//! the next ones, so the batch size grows with the load by itself (the
-//! leader/follower of raft-engine's write barrier, or HBase's ring of
-//! pending appends drained by one syncer, with the device queue as the
-//! leader).
+//! batch slot, the open batch is sealed and written there. While batches
+//! are in flight, the appends that arrive form the next ones, so the batch
+//! size grows with the load by itself (the leader/follower of raft-engine's
+//! write barrier, or HBase's ring of pending appends drained by one syncer,
+//! with the device queue as the leader).
+//!
+//! Striping: a batch goes to the device with a free slot and the fewest
+//! bytes in flight. The open batch is also sealed and queued once it holds
+//! its share of the bytes not yet written (those bytes over every slot of
+//! the stripe, at least 16 KiB), so that a burst spreads over all the
+//! devices. Without that, the appends arriving while every slot is busy
+//! form one large batch, one device writes it while the others idle, and
+//! every writer behind it waits (acknowledgements go in LSN order); on
+//! devices whose bandwidth is the limit, four devices then did no better
+//! than one.
 //!
 //! Durability is tracked per batch: `Writing` until its write completes,
 //! then `Written`, then `Durable` once a flush submitted after the write
@@ -42,6 +51,10 @@ use super::Lsn;
 use crate::config::Durability;
 use crate::device::{Completion, IoBuf, IoKind, Queue, Request, WaitHint};
 use crate::reactor::{Progress, Work};
+
+/// The smallest batch sealed before a device slot is free (see
+/// [`WalWork::stripe_unit`]).
+const STRIPE_UNIT: usize = 16 << 10;
 
 /// The tag of flush requests; write requests carry their batch id.
 const FLUSH_TAG: u64 = u64::MAX;
@@ -92,6 +105,8 @@ pub(crate) struct Dev<Q> {
     pub volatile: bool,
     header: Option<IoBuf>,
     in_flight: usize,
+    /// Bytes of the batches in flight.
+    in_flight_bytes: usize,
     /// Batches whose write completed and that no flush covers yet.
     unflushed: Vec<u64>,
     /// The batches the flush in flight covers.
@@ -109,6 +124,7 @@ impl<Q: Queue> Dev<Q> {
             volatile,
             header: Some(header),
             in_flight: 0,
+            in_flight_bytes: 0,
             unflushed: Vec::new(),
             flushing: None,
             done: Vec::new(),
@@ -249,6 +265,14 @@ impl<Q: Queue> WalWork<Q> {
                 let lsn = self.next_lsn;
                 self.next_lsn += 1;
                 add(&self.stats.appends, 1);
+                let open = builder.payload_len();
+                if open >= self.stripe_unit(open)
+                    && self.ready.len() < self.devs.len() * self.max_in_flight
+                {
+                    let (b, first) = self.open.take().expect("an open batch");
+                    let last = first + u64::from(b.count()) - 1;
+                    self.ready.push_back((b, first, last));
+                }
                 match durability {
                     Durability::None | Durability::Async => ticket.complete(lsn),
                     Durability::Write => self.write_waiters.push_back((lsn, ticket)),
@@ -257,6 +281,20 @@ impl<Q: Queue> WalWork<Q> {
                 Ok(())
             }
         }
+    }
+
+    /// How large the open batch grows before it is sealed and queued: the
+    /// bytes not yet written (in flight, queued and open) shared evenly over
+    /// every batch slot of the stripe, and at least [`STRIPE_UNIT`].
+    fn stripe_unit(&self, open: usize) -> usize {
+        let bytes: usize = self.devs.iter().map(|d| d.in_flight_bytes).sum::<usize>()
+            + self
+                .ready
+                .iter()
+                .map(|(b, _, _)| b.payload_len())
+                .sum::<usize>()
+            + open;
+        (bytes / (self.devs.len() * self.max_in_flight)).max(STRIPE_UNIT)
     }
 
     /// Fails the WAL: every waiter now and every append later.
@@ -308,6 +346,7 @@ impl<Q: Queue> WalWork<Q> {
                 dev.in_flight -= 1;
                 let mut bufs = c.bufs;
                 let mut batch_buf = bufs.pop().expect("the batch buffer comes back");
+                dev.in_flight_bytes -= batch_buf.len();
                 if let Some(h) = bufs.pop() {
                     dev.header = Some(h);
                 }
@@ -361,21 +400,29 @@ impl<Q: Queue> WalWork<Q> {
             };
             let blocks = (builder.padded_len() / self.block_size as usize) as u64;
             let last = *last;
-            // Round-robin over the devices with a free batch slot and room.
+            // The device with a free batch slot and room that has the
+            // fewest bytes in flight (so the soonest free transfer link),
+            // round-robin among equals.
             let count = self.devs.len();
-            let mut placed = None;
+            let mut best: Option<usize> = None;
             let mut any_free = false;
             for k in 0..count {
                 let d = (self.rr + k) % count;
-                if self.devs[d].in_flight >= self.max_in_flight {
+                let dev = &self.devs[d];
+                if dev.in_flight >= self.max_in_flight {
                     continue;
                 }
                 any_free = true;
-                if let Some(p) = self.devs[d].segments.place(blocks, last) {
-                    placed = Some((d, p));
-                    break;
+                if best.is_none_or(|b| dev.in_flight_bytes < self.devs[b].in_flight_bytes)
+                    && dev.segments.fits(blocks)
+                {
+                    best = Some(d);
                 }
             }
+            let placed = best.map(|d| {
+                let p = self.devs[d].segments.place(blocks, last);
+                (d, p.expect("the segment ring has room"))
+            });
             let Some((d, p)) = placed else {
                 if any_free && self.log_full_since.is_none() {
                     self.log_full_since = Some(Instant::now());
@@ -413,6 +460,7 @@ impl<Q: Queue> WalWork<Q> {
                 return n;
             }
             dev.in_flight += 1;
+            dev.in_flight_bytes += len;
             self.batches.push_back(Batch {
                 id,
                 last,
@@ -422,6 +470,7 @@ impl<Q: Queue> WalWork<Q> {
             add(&self.stats.records, records);
             add(&self.stats.bytes, len as u64);
             add(&self.stats.device_batches[d], 1);
+            add(&self.stats.device_bytes[d], len as u64);
             n += 1;
         }
     }

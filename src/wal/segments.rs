@@ -68,6 +68,20 @@ impl Segments {
 
     /// Places a batch of `blocks` blocks whose last LSN is `last_lsn`, or
     /// returns `None` when the log is full.
+    /// Whether [`Segments::place`] would find room for `blocks` now.
+    pub(crate) fn fits(&self, blocks: u64) -> bool {
+        if let Some((_, _, used)) = self.current {
+            if used + blocks <= self.geo.seg_blocks {
+                return true;
+            }
+        }
+        let index = match self.current {
+            Some((index, _, _)) => (index + 1) % self.geo.segments,
+            None => self.next_index,
+        };
+        self.state[index as usize] == State::Free && blocks < self.geo.seg_blocks
+    }
+
     pub(crate) fn place(&mut self, blocks: u64, last_lsn: Lsn) -> Option<Placement> {
         if let Some((index, seq, used)) = self.current {
             if used + blocks <= self.geo.seg_blocks {
@@ -140,6 +154,7 @@ mod tests {
     #[test]
     fn fills_a_segment_then_starts_the_next() {
         let mut r = ring(3);
+        assert!(r.fits(7));
         let a = r.place(3, 10).unwrap();
         assert_eq!(a.new_segment, Some((0, 1)));
         assert_eq!(a.lba, 257);
@@ -155,9 +170,11 @@ mod tests {
         let mut r = ring(2);
         r.place(7, 10).unwrap();
         r.place(7, 20).unwrap();
+        assert!(!r.fits(7));
         assert_eq!(r.place(7, 30), None, "segment 0 still holds LSN 10");
         assert_eq!(r.reclaim(9), 0);
         assert_eq!(r.reclaim(10), 1);
+        assert!(r.fits(7));
         let p = r.place(7, 30).unwrap();
         assert_eq!(p.new_segment, Some((0, 3)));
     }
@@ -165,6 +182,8 @@ mod tests {
     #[test]
     fn a_batch_larger_than_a_segment_is_never_placed() {
         let mut r = ring(4);
+        assert!(!r.fits(8));
         assert_eq!(r.place(8, 1), None);
+        assert!(r.fits(7));
     }
 }

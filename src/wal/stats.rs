@@ -16,6 +16,8 @@ pub struct WalStats {
     pub flushes: Vec<AtomicU64>,
     /// Batches written, per device in stripe order.
     pub device_batches: Vec<AtomicU64>,
+    /// Bytes written (padded), per device in stripe order.
+    pub device_bytes: Vec<AtomicU64>,
     /// Nanoseconds writers spent waiting for room in the WAL's ring, which
     /// fills when the log is full or the devices fall behind.
     pub writer_wait_ns: AtomicU64,
@@ -30,6 +32,7 @@ impl WalStats {
         WalStats {
             flushes: (0..devices).map(|_| AtomicU64::new(0)).collect(),
             device_batches: (0..devices).map(|_| AtomicU64::new(0)).collect(),
+            device_bytes: (0..devices).map(|_| AtomicU64::new(0)).collect(),
             ..WalStats::default()
         }
     }
@@ -43,6 +46,7 @@ impl WalStats {
             bytes: get(&self.bytes),
             flushes: self.flushes.iter().map(get).collect(),
             device_batches: self.device_batches.iter().map(get).collect(),
+            device_bytes: self.device_bytes.iter().map(get).collect(),
             writer_wait_ns: get(&self.writer_wait_ns),
             log_full: get(&self.log_full),
             segments_reclaimed: get(&self.segments_reclaimed),
@@ -63,6 +67,7 @@ pub struct WalStatsSnapshot {
     pub bytes: u64,
     pub flushes: Vec<u64>,
     pub device_batches: Vec<u64>,
+    pub device_bytes: Vec<u64>,
     pub writer_wait_ns: u64,
     pub log_full: u64,
     pub segments_reclaimed: u64,

@@ -14,7 +14,7 @@ use super::ticket::{Ticket, TicketState};
 use super::{Lsn, WalError};
 use crate::config::{Durability, WalConfig};
 use crate::device::{Device, DeviceError};
-use crate::reactor::{self, Reactor, ReactorConfig, Sender};
+use crate::reactor::{self, CountersSnapshot, Reactor, ReactorConfig, Sender};
 
 /// How a WAL runs.
 #[derive(Clone, Debug)]
@@ -109,7 +109,7 @@ impl Wal {
             next_lsn: recovered.next_lsn.max(1),
             block_size,
             batch_bytes,
-            buffers: devices.len() * opts.in_flight_per_device.max(1) + 2,
+            buffers: devices.len() * (opts.in_flight_per_device.max(1) + 1) + 2,
             max_in_flight: opts.in_flight_per_device,
         };
         let logs = recovered.devices.clone();
@@ -231,6 +231,11 @@ impl Wal {
 
     pub fn stats(&self) -> WalStatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The WAL reactor's counters: busy and parked time, wake-ups.
+    pub fn reactor_counters(&self) -> Option<CountersSnapshot> {
+        self.reactor.as_ref().map(|r| r.counters().snapshot())
     }
 
     /// Makes everything appended durable, then stops the reactor.

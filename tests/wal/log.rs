@@ -277,3 +277,51 @@ fn reopen_without_a_replay_point_starts_after_the_last_release() {
     );
     assert_eq!(rec.records.last().unwrap().lsn, last);
 }
+
+#[test]
+fn a_burst_spreads_over_every_device_of_the_stripe() {
+    // Four devices whose link moves 1 MB/s: a 16 KiB batch takes 16 ms, so
+    // a burst of appends is all queued before the first write completes.
+    let slow = SimConfig {
+        write_us: 0,
+        flush_us: 0,
+        bandwidth: 1_000_000,
+        volatile_cache: false,
+        ..SimConfig::default()
+    };
+    let devs: Vec<SimDevice> = (0..4)
+        .map(|i| SimDevice::new(&format!("w{i}"), 4096, 2048, 64, slow.clone()))
+        .collect();
+    let opts = WalOptions {
+        max_batch: 1 << 20,
+        segment_size: 4 << 20,
+        ring_capacity: 1024,
+        ..opts()
+    };
+    let (wal, _) = Wal::open(stripe(&devs), &opts, ReactorConfig::unpinned("wal")).unwrap();
+    let tickets: Vec<Ticket> = (0..256)
+        .map(|i| {
+            wal.put(
+                0,
+                format!("k{i}").into_bytes(),
+                vec![7; 1024],
+                Durability::Sync,
+            )
+            .unwrap()
+        })
+        .collect();
+    for t in &tickets {
+        t.wait().unwrap();
+    }
+    let stats = wal.stats();
+    let total: u64 = stats.device_bytes.iter().sum();
+    for (d, &bytes) in stats.device_bytes.iter().enumerate() {
+        // One large batch on one device would leave the others idle while
+        // every writer waits for it; each device must take a fair share.
+        assert!(
+            bytes * 8 >= total,
+            "device {d} wrote {bytes} of {total} bytes: {:?}",
+            stats.device_bytes
+        );
+    }
+}
