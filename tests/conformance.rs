@@ -165,6 +165,14 @@ fn flush_completes<D: Device>(dev: &D) {
     assert!(c.bufs.is_empty());
 }
 
+fn fua_write_round_trip<D: Device>(dev: &D) {
+    let mut q = dev.open_queue().unwrap();
+    let data = pattern(dev, 2, 12);
+    let c = one(&mut q, Request::write_fua(3, 40, vec![data.clone()]));
+    assert_eq!((c.tag, c.kind, c.lba), (3, IoKind::Write, 40));
+    assert_eq!(&read(dev, &mut q, 40, 2)[..], &data[..]);
+}
+
 fn queue_depth_limit_holds<D: Device>(dev: &D) {
     let mut q = dev.open_queue().unwrap();
     let depth = q.info().queue_depth as usize;
@@ -361,6 +369,7 @@ suite!(
     multi_buffer,
     bad_requests_change_nothing,
     flush_completes,
+    fua_write_round_trip,
     queue_depth_limit_holds,
     many_in_flight,
     several_reactors_at_once,

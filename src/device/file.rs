@@ -335,6 +335,13 @@ impl FlushLatch {
         } else {
             result
         };
+        // A FUA write syncs like a flush: its failure poisons the device,
+        // and on a poisoned device it cannot claim durability.
+        let kind = if req.makes_durable() {
+            IoKind::Flush
+        } else {
+            kind
+        };
         match (&result, kind) {
             (Err(e), IoKind::Flush) => self.poison(info, req, e),
             (Err(e), IoKind::Write) if self.buffered => self.poison(info, req, e),

@@ -117,8 +117,16 @@ impl fmt::Display for IoKind {
 /// What a request asks the device to do.
 #[derive(Debug)]
 pub enum Op {
-    /// Write the buffers, back to back, starting at `lba`.
-    Write { lba: u64, bufs: Vec<IoBuf> },
+    /// Write the buffers, back to back, starting at `lba`. With `fua`
+    /// (forced unit access) the write completes only once its own data is
+    /// durable, as if a flush had followed it, without making any other
+    /// write durable (NVMe FUA, `RWF_DSYNC`): one device round trip instead
+    /// of a write and then a flush.
+    Write {
+        lba: u64,
+        bufs: Vec<IoBuf>,
+        fua: bool,
+    },
     /// Read into the buffers, back to back, starting at `lba`.
     Read { lba: u64, bufs: Vec<IoBuf> },
     /// Make every write that completed before this was submitted durable.
@@ -136,7 +144,23 @@ impl Request {
     pub fn write(tag: u64, lba: u64, bufs: Vec<IoBuf>) -> Request {
         Request {
             tag,
-            op: Op::Write { lba, bufs },
+            op: Op::Write {
+                lba,
+                bufs,
+                fua: false,
+            },
+        }
+    }
+
+    /// A write that completes once its data is durable (see [`Op::Write`]).
+    pub fn write_fua(tag: u64, lba: u64, bufs: Vec<IoBuf>) -> Request {
+        Request {
+            tag,
+            op: Op::Write {
+                lba,
+                bufs,
+                fua: true,
+            },
         }
     }
 
@@ -149,6 +173,17 @@ impl Request {
 
     pub fn flush(tag: u64) -> Request {
         Request { tag, op: Op::Flush }
+    }
+
+    /// True for a write with forced unit access.
+    pub fn is_fua(&self) -> bool {
+        matches!(self.op, Op::Write { fua: true, .. })
+    }
+
+    /// True for a flush and for a FUA write: requests whose success says
+    /// data is durable.
+    pub fn makes_durable(&self) -> bool {
+        matches!(self.op, Op::Flush | Op::Write { fua: true, .. })
     }
 
     pub fn kind(&self) -> IoKind {
@@ -317,7 +352,7 @@ pub fn check_request(info: &DeviceInfo, req: &Request, in_flight: usize) -> Resu
     }
     let (lba, bufs) = match &req.op {
         Op::Flush => return Ok(0),
-        Op::Write { lba, bufs } | Op::Read { lba, bufs } => (*lba, bufs),
+        Op::Write { lba, bufs, .. } | Op::Read { lba, bufs } => (*lba, bufs),
     };
     if bufs.len() > MAX_BUFFERS {
         return Err(DeviceError::TooLarge {

@@ -76,11 +76,14 @@ impl PsyncQueue {
     fn perform(&self, req: &mut Request) -> io::Result<()> {
         let bs = u64::from(self.info.block_size);
         match &mut req.op {
-            Op::Write { lba, bufs } => {
+            Op::Write { lba, bufs, fua } => {
                 let mut offset = *lba * bs;
                 for buf in bufs.iter() {
                     self.file.write_all_at(buf, offset)?;
                     offset += buf.len() as u64;
+                }
+                if *fua {
+                    self.file.sync_data()?;
                 }
             }
             Op::Read { lba, bufs } => {

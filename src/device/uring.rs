@@ -331,6 +331,11 @@ fn entry(fd: types::Fd, info: &DeviceInfo, slot: &Slot, index: usize) -> squeue:
     let entry = match slot.req.op {
         Op::Write { .. } => opcode::Writev::new(fd, iovecs.as_ptr(), len)
             .offset(offset)
+            .rw_flags(if slot.req.is_fua() {
+                libc::RWF_DSYNC
+            } else {
+                0
+            })
             .build(),
         Op::Read { .. } => opcode::Readv::new(fd, iovecs.as_ptr(), len)
             .offset(offset)

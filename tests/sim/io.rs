@@ -365,6 +365,44 @@ fn a_completed_write_is_visible_and_durable_only_after_a_flush() {
 }
 
 #[test]
+fn a_fua_write_is_durable_when_it_completes_and_older_cached_writes_never_land_over_it() {
+    let dev = device(instant());
+    let mut q = queue(&dev);
+    // An older cached write to the same block, then a FUA write over it.
+    write(&mut q, 0, filled(1, 2));
+    let c = run(&mut q, Request::write_fua(1, 1, vec![filled(2, 1)]));
+    c.result.unwrap();
+    assert!(dev.durable_read(1, 1).iter().all(|&b| b == 2));
+    assert_eq!(dev.stats().cached_bytes, 0);
+    flush(&mut q);
+    assert!(
+        dev.durable_read(1, 1).iter().all(|&b| b == 2),
+        "still the FUA data"
+    );
+    assert!(read(&mut q, 1, 1).iter().all(|&b| b == 2));
+}
+
+#[test]
+fn a_fua_write_fails_like_a_flush_once_a_flush_failed() {
+    let model = SimConfig {
+        faults: SimFaults {
+            fail_ops: vec![1],
+            ..SimFaults::default()
+        },
+        ..instant()
+    };
+    let dev = device(model);
+    let mut q = queue(&dev);
+    write(&mut q, 0, filled(1, 1)); // op 0
+    assert!(run(&mut q, Request::flush(1)).result.is_err()); // op 1
+    let c = run(&mut q, Request::write_fua(2, 1, vec![filled(2, 1)]));
+    let err = c
+        .result
+        .expect_err("a FUA write cannot claim durability now");
+    assert!(err.to_string().contains("an earlier flush failed"), "{err}");
+}
+
+#[test]
 fn a_flush_does_not_cover_writes_still_in_flight() {
     let model = SimConfig {
         write_us: 2000,

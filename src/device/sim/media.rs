@@ -106,6 +106,20 @@ impl Media {
         }
     }
 
+    /// Completes a FUA write: durable at once. The cache is destaged first
+    /// (a device may make cached writes durable whenever it likes), so no
+    /// older cached write can later land over these blocks.
+    pub(super) fn write_bufs_through(&mut self, lba: u64, bufs: &[&[u8]]) {
+        while !self.cache.is_empty() {
+            self.destage_oldest();
+        }
+        let mut offset = lba * self.block_size;
+        for buf in bufs {
+            self.durable.write(offset, buf);
+            offset += buf.len() as u64;
+        }
+    }
+
     /// The sequence number the next completed write will get. A flush
     /// records it when submitted and, on completion, makes durable every
     /// write numbered below it.

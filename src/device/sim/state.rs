@@ -201,7 +201,13 @@ impl State {
             failure,
             covers,
         } = inflight;
-        let failure = match (failure, req.kind()) {
+        // A FUA write syncs as a flush does, and fails as one.
+        let kind = if req.makes_durable() {
+            IoKind::Flush
+        } else {
+            req.kind()
+        };
+        let failure = match (failure, kind) {
             (Some(why), IoKind::Flush) => {
                 self.flush_failed.get_or_insert_with(|| why.clone());
                 Some(why)
@@ -241,10 +247,14 @@ impl State {
     fn apply(&mut self, req: &mut Request, covers: u64) {
         let bs = self.info.block_size as usize;
         match &mut req.op {
-            Op::Write { lba, bufs } => {
+            Op::Write { lba, bufs, fua } => {
                 let parts: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
                 self.stats.bytes_written += parts.iter().map(|p| p.len() as u64).sum::<u64>();
-                self.media.write_bufs(*lba, &parts);
+                if *fua {
+                    self.media.write_bufs_through(*lba, &parts);
+                } else {
+                    self.media.write_bufs(*lba, &parts);
+                }
             }
             Op::Read { lba, bufs } => {
                 let mut at = *lba;
@@ -274,7 +284,7 @@ impl State {
         in_flight.sort_by_key(|((_, op), _)| *op);
         for (_, inflight) in in_flight {
             let InFlight { queue, req, .. } = inflight;
-            if let Op::Write { lba, bufs } = &req.op {
+            if let Op::Write { lba, bufs, .. } = &req.op {
                 self.lost.push(LostWrite {
                     lba: *lba,
                     data: gather(bufs),

@@ -72,6 +72,7 @@ extern "C" {
     pub fn stria_qpair_rw(
         qp: *mut StriaQpair,
         write: bool,
+        fua: bool,
         slot: u32,
         lba: u64,
         nblocks: u32,

@@ -131,6 +131,7 @@ impl QPair {
                     ffi::stria_qpair_rw(
                         self.ptr(),
                         write,
+                        req.is_fua(),
                         slot,
                         *lba,
                         blocks,

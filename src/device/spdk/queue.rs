@@ -192,7 +192,7 @@ impl Queue for SpdkQueue {
             });
         }
         if self.shared.dma_only {
-            if let Op::Write { lba, bufs } | Op::Read { lba, bufs } = &req.op {
+            if let Op::Write { lba, bufs, .. } | Op::Read { lba, bufs } = &req.op {
                 if let Some(buffer) = bufs.iter().position(|b| !b.is_dma()) {
                     let error = DeviceError::NotDma {
                         device: self.shared.info.name.clone(),

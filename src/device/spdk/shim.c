@@ -269,8 +269,9 @@ static int stria_next_sge(void *arg, void **address, uint32_t *length)
  * Submits a read or write of `nblocks` at `lba` through the buffers of `iov`,
  * as one command (SPDK splits it where the controller needs). The iovec
  * array and the buffers must stay put until the slot's completion is polled.
+ * `fua` sets Force Unit Access on a write: it completes once durable.
  */
-int stria_qpair_rw(struct stria_qpair *qp, bool write, uint32_t slot, uint64_t lba,
+int stria_qpair_rw(struct stria_qpair *qp, bool write, bool fua, uint32_t slot, uint64_t lba,
 		   uint32_t nblocks, const struct iovec *iov, int iovcnt)
 {
 	struct stria_req *req;
@@ -284,7 +285,8 @@ int stria_qpair_rw(struct stria_qpair *qp, bool write, uint32_t slot, uint64_t l
 	req->idx = 0;
 	req->off = 0;
 	if (write) {
-		return spdk_nvme_ns_cmd_writev(qp->ns, qp->qpair, lba, nblocks, stria_done, req, 0,
+		return spdk_nvme_ns_cmd_writev(qp->ns, qp->qpair, lba, nblocks, stria_done, req,
+					       fua ? SPDK_NVME_IO_FLAGS_FORCE_UNIT_ACCESS : 0,
 					       stria_reset_sgl, stria_next_sge);
 	}
 	return spdk_nvme_ns_cmd_readv(qp->ns, qp->qpair, lba, nblocks, stria_done, req, 0,
