@@ -62,6 +62,7 @@ mod with_spdk {
             segment_size: SEGMENT,
             max_batch: MAX_BATCH,
             in_flight_per_device: 2,
+            fua: true,
             ring_capacity: 256,
             replay_from: Some(1),
             truncate_corrupt: false,

@@ -66,12 +66,15 @@ fn stripe(devs: &[SimDevice]) -> Vec<WalDevice<SimDevice>> {
         .collect()
 }
 
-fn opts() -> WalOptions {
+/// Odd seeds write `sync` batches with forced unit access, even ones with
+/// a write and then a flush.
+fn opts(seed: u64) -> WalOptions {
     WalOptions {
         appliance_id: 7,
         segment_size: SEGMENT,
         max_batch: MAX_BATCH,
         in_flight_per_device: 2,
+        fua: seed % 2 == 1,
         ring_capacity: 256,
         replay_from: Some(1),
         truncate_corrupt: false,
@@ -82,7 +85,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let count = rng.random_range(1..=3);
     let devs = devices(&mut rng, count);
-    let (wal, recovered) = Wal::open(stripe(&devs), &opts(), ReactorConfig::unpinned("wal"))
+    let (wal, recovered) = Wal::open(stripe(&devs), &opts(seed), ReactorConfig::unpinned("wal"))
         .map_err(|e| format!("open: {e}"))?;
     assert!(recovered.records.is_empty());
     let wal = Arc::new(wal);
@@ -128,7 +131,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     }
     drop(wal);
 
-    let o = opts();
+    let o = opts(seed);
     let got = recover(
         &stripe(&rebooted),
         &stria::wal::recovery::RecoveryOptions {

@@ -321,6 +321,9 @@ pub struct WalConfig {
     pub segment_size: u64,
     pub max_batch: u64,
     pub durability: Durability,
+    /// Write a batch that holds a `sync` append with forced unit access
+    /// (one round trip) instead of a write and then a flush.
+    pub fua: bool,
 }
 
 /// Memstores and their limits.

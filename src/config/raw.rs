@@ -85,6 +85,7 @@ pub struct RawWal {
     pub segment_size: Option<Leaf>,
     pub max_batch: Option<Leaf>,
     pub durability: Option<Leaf>,
+    pub fua: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -735,6 +735,7 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
             ],
         )
     })?;
+    let fua = c.or(&w.fua, true, |l| c.boolean(l, "wal.fua"))?;
     for name in &devs {
         let dev = devices
             .iter()
@@ -755,6 +756,7 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
         segment_size,
         max_batch,
         durability,
+        fua,
     })
 }
 

@@ -95,6 +95,8 @@ struct Batch {
     id: u64,
     last: Lsn,
     state: State,
+    /// Written with forced unit access: durable when the write completes.
+    fua: bool,
 }
 
 /// One device of the stripe, as the reactor sees it.
@@ -139,6 +141,7 @@ pub(crate) struct WalWork<Q: Queue> {
     epoch: u64,
     block_size: u32,
     max_in_flight: usize,
+    fua: bool,
     rr: usize,
     pool: Vec<IoBuf>,
     /// The batch being filled, and its first LSN.
@@ -170,6 +173,7 @@ pub(crate) struct Start {
     pub batch_bytes: usize,
     pub buffers: usize,
     pub max_in_flight: usize,
+    pub fua: bool,
 }
 
 impl<Q: Queue> WalWork<Q> {
@@ -189,6 +193,7 @@ impl<Q: Queue> WalWork<Q> {
             epoch: start.epoch,
             block_size: start.block_size,
             max_in_flight: start.max_in_flight.max(1),
+            fua: start.fua,
             rr: 0,
             pool: (0..start.buffers)
                 .map(|_| alloc(start.batch_bytes))
@@ -353,7 +358,7 @@ impl<Q: Queue> WalWork<Q> {
                 batch_buf.restore_len();
                 self.pool.push(batch_buf);
                 if c.result.is_ok() {
-                    let volatile = self.devs[d].volatile;
+                    let volatile = self.devs[d].volatile && !self.is_fua(c.tag);
                     if volatile {
                         self.devs[d].unflushed.push(c.tag);
                         self.set_state(c.tag, State::Written);
@@ -363,6 +368,24 @@ impl<Q: Queue> WalWork<Q> {
                 }
             }
         }
+    }
+
+    fn batch(&self, id: u64) -> Option<&Batch> {
+        let front = self.batches.front()?.id;
+        self.batches
+            .get(usize::try_from(id.checked_sub(front)?).ok()?)
+    }
+
+    fn is_fua(&self, id: u64) -> bool {
+        self.batch(id).is_some_and(|b| b.fua)
+    }
+
+    /// Whether a `sync` append (or barrier) waits on an LSN in `first..=last`.
+    fn sync_waits_in(&self, first: Lsn, last: Lsn) -> bool {
+        let i = self.sync_waiters.partition_point(|(lsn, _)| *lsn < first);
+        self.sync_waiters
+            .get(i)
+            .is_some_and(|(lsn, _)| *lsn <= last)
     }
 
     fn set_state(&mut self, id: u64, state: State) {
@@ -433,6 +456,7 @@ impl<Q: Queue> WalWork<Q> {
             self.log_full_since = None;
             self.rr = (d + 1) % count;
             let (builder, first, last) = self.ready.pop_front().expect("front exists");
+            let fua = self.fua && self.devs[d].volatile && self.sync_waits_in(first, last);
             let records = u64::from(builder.count());
             let (buf, len) = builder.seal(first, p.seq, self.sync_lsn, self.epoch);
             let id = self.next_batch;
@@ -450,9 +474,14 @@ impl<Q: Queue> WalWork<Q> {
                         released: self.released,
                     }
                     .encode(&mut header);
-                    Request::write(id, p.lba - 1, vec![header, buf])
+                    (p.lba - 1, vec![header, buf])
                 }
-                None => Request::write(id, p.lba, vec![buf]),
+                None => (p.lba, vec![buf]),
+            };
+            let req = if fua {
+                Request::write_fua(id, req.0, req.1)
+            } else {
+                Request::write(id, req.0, req.1)
             };
             if let Err(rejected) = dev.queue.submit(req) {
                 let why = rejected.error.to_string();
@@ -465,6 +494,7 @@ impl<Q: Queue> WalWork<Q> {
                 id,
                 last,
                 state: State::Writing,
+                fua,
             });
             add(&self.stats.batches, 1);
             add(&self.stats.records, records);

@@ -24,6 +24,8 @@ pub struct WalOptions {
     pub max_batch: u64,
     /// Batches one device may have in flight at once.
     pub in_flight_per_device: usize,
+    /// Write batches holding a `sync` append with forced unit access.
+    pub fua: bool,
     /// Appends the reactor's ring holds before writers wait.
     pub ring_capacity: usize,
     /// Recover from this LSN (the memstores hold everything before it);
@@ -41,6 +43,7 @@ impl WalOptions {
             segment_size: cfg.segment_size,
             max_batch: cfg.max_batch,
             in_flight_per_device: 2,
+            fua: cfg.fua,
             ring_capacity: 4096,
             replay_from: None,
             truncate_corrupt: false,
@@ -111,6 +114,7 @@ impl Wal {
             batch_bytes,
             buffers: devices.len() * (opts.in_flight_per_device.max(1) + 1) + 2,
             max_in_flight: opts.in_flight_per_device,
+            fua: opts.fua,
         };
         let logs = recovered.devices.clone();
         let segment_size = opts.segment_size;

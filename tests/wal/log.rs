@@ -39,6 +39,7 @@ fn opts() -> WalOptions {
         segment_size: 64 << 10,
         max_batch: 16 << 10,
         in_flight_per_device: 2,
+        fua: false,
         ring_capacity: 64,
         replay_from: Some(1),
         truncate_corrupt: false,
@@ -324,4 +325,34 @@ fn a_burst_spreads_over_every_device_of_the_stripe() {
             stats.device_bytes
         );
     }
+}
+
+#[test]
+fn with_fua_a_sync_append_needs_no_flush_but_still_waits_for_earlier_writes() {
+    // Flushes take 400 ms; writes are instant.
+    let devs = [sim("w", 0, 400_000, 2048)];
+    let opts = WalOptions {
+        fua: true,
+        ..opts()
+    };
+    let (wal, _) = Wal::open(stripe(&devs), &opts, ReactorConfig::unpinned("wal")).unwrap();
+    let s = put(&wal, "s", Durability::Sync);
+    assert!(
+        done_within(&s, Duration::from_millis(200)),
+        "a FUA batch is durable when its write completes"
+    );
+    assert_eq!(wal.stats().flushes, vec![0]);
+
+    // A `write` append goes out without FUA; a later `sync` append in a
+    // FUA batch is acknowledged only once the earlier batch is flushed too.
+    put(&wal, "w", Durability::Write).wait().unwrap();
+    let t0 = Instant::now();
+    let s2 = put(&wal, "s2", Durability::Sync);
+    assert!(
+        !done_within(&s2, Duration::from_millis(100)),
+        "waits for the flush"
+    );
+    s2.wait().unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(350));
+    assert_eq!(wal.stats().flushes, vec![1]);
 }
