@@ -12,6 +12,12 @@ use stria::bench::devbench::{self, DevbenchOptions};
 use stria::bench::walpe::{self, WalPeOptions};
 use stria::config::{Config, Durability, IdlePolicy};
 
+/// Writers allocate keys and values that the WAL reactor frees on its own
+/// core; glibc's allocator serialises such cross-thread frees on an arena
+/// lock, mimalloc returns them to the owning thread's heap without one.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Stria: a write-path storage appliance. Every command takes the device map
 /// with --config; without it, the embedded default (conf/local.yaml:
 /// file-backed io_uring devices under ./data) is used.
