@@ -230,16 +230,20 @@ fn assert_sticky_flush_error(c: &stria::device::Completion, first: u64) {
     }
 }
 
-#[test]
-fn a_failed_flush_fails_every_later_flush_until_reboot() {
-    let model = SimConfig {
+/// An instant device on which operation `op` fails.
+fn failing_op(op: u64) -> SimConfig {
+    SimConfig {
         faults: SimFaults {
-            fail_ops: vec![1],
+            fail_ops: vec![op],
             ..SimFaults::default()
         },
         ..instant()
-    };
-    let dev = device(model);
+    }
+}
+
+#[test]
+fn a_failed_flush_fails_every_later_flush_until_reboot() {
+    let dev = device(failing_op(1));
     let (mut a, mut b) = (queue(&dev), queue(&dev));
     write(&mut a, 0, filled(1, 1)); // op 0
     let failed = run(&mut a, Request::flush(1)); // op 1
@@ -384,14 +388,7 @@ fn a_fua_write_is_durable_when_it_completes_and_older_cached_writes_never_land_o
 
 #[test]
 fn a_fua_write_fails_like_a_flush_once_a_flush_failed() {
-    let model = SimConfig {
-        faults: SimFaults {
-            fail_ops: vec![1],
-            ..SimFaults::default()
-        },
-        ..instant()
-    };
-    let dev = device(model);
+    let dev = device(failing_op(1));
     let mut q = queue(&dev);
     write(&mut q, 0, filled(1, 1)); // op 0
     assert!(run(&mut q, Request::flush(1)).result.is_err()); // op 1
