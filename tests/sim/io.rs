@@ -372,12 +372,22 @@ fn a_completed_write_is_visible_and_durable_only_after_a_flush() {
 fn a_fua_write_is_durable_when_it_completes_and_older_cached_writes_never_land_over_it() {
     let dev = device(instant());
     let mut q = queue(&dev);
-    // An older cached write to the same block, then a FUA write over it.
+    // An older cached write to the same block, a later one elsewhere, then
+    // a FUA write over the first.
     write(&mut q, 0, filled(1, 2));
+    write(&mut q, 5, filled(3, 1));
     let c = run(&mut q, Request::write_fua(1, 1, vec![filled(2, 1)]));
     c.result.unwrap();
     assert!(dev.durable_read(1, 1).iter().all(|&b| b == 2));
-    assert_eq!(dev.stats().cached_bytes, 0);
+    assert!(
+        dev.durable_read(0, 1).iter().all(|&b| b == 1),
+        "destaged in order"
+    );
+    assert!(
+        dev.durable_read(5, 1).iter().all(|&b| b == 0),
+        "the later write elsewhere is still only cached"
+    );
+    assert_eq!(dev.stats().cached_bytes, BS as u64);
     flush(&mut q);
     assert!(
         dev.durable_read(1, 1).iter().all(|&b| b == 2),

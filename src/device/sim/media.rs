@@ -106,12 +106,23 @@ impl Media {
         }
     }
 
-    /// Completes a FUA write: durable at once. The cache is destaged first
-    /// (a device may make cached writes durable whenever it likes), so no
-    /// older cached write can later land over these blocks.
+    /// Completes a FUA write: durable at once, and nothing else made
+    /// durable but the older cached writes to the same blocks (and those
+    /// before them, the cache being destaged in order; a device may make
+    /// cached writes durable whenever it likes), so that none of them can
+    /// later land over these blocks.
     pub(super) fn write_bufs_through(&mut self, lba: u64, bufs: &[&[u8]]) {
-        while !self.cache.is_empty() {
-            self.destage_oldest();
+        let bytes: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let blocks = bytes / self.block_size;
+        let overlapping = self
+            .newest
+            .range(lba..lba + blocks)
+            .map(|(_, &seq)| seq)
+            .max();
+        if let Some(last) = overlapping {
+            while self.first_seq <= last && !self.cache.is_empty() {
+                self.destage_oldest();
+            }
         }
         let mut offset = lba * self.block_size;
         for buf in bufs {

@@ -326,7 +326,11 @@ impl SimDevice {
         let mut rng = crash_rng(seed);
         for w in &state.lost {
             if crash::survives_process_crash(&mut rng) {
-                media.write(w.lba, w.data.clone());
+                if w.fua {
+                    media.write_bufs_through(w.lba, &[&w.data]);
+                } else {
+                    media.write(w.lba, w.data.clone());
+                }
             }
         }
         let model = rebooted_model(&state.model, seed);

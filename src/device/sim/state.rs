@@ -47,6 +47,8 @@ struct QueueState {
 pub(super) struct LostWrite {
     pub lba: u64,
     pub data: Box<[u8]>,
+    /// Sent with forced unit access: if it took effect, it is durable.
+    pub fua: bool,
 }
 
 pub(super) struct State {
@@ -284,10 +286,11 @@ impl State {
         in_flight.sort_by_key(|((_, op), _)| *op);
         for (_, inflight) in in_flight {
             let InFlight { queue, req, .. } = inflight;
-            if let Op::Write { lba, bufs, .. } = &req.op {
+            if let Op::Write { lba, bufs, fua } = &req.op {
                 self.lost.push(LostWrite {
                     lba: *lba,
                     data: gather(bufs),
+                    fua: *fua,
                 });
             }
             if let Some(q) = self.queues.get_mut(&queue) {
