@@ -66,8 +66,6 @@ impl Segments {
         }
     }
 
-    /// Places a batch of `blocks` blocks whose last LSN is `last_lsn`, or
-    /// returns `None` when the log is full.
     /// Whether [`Segments::place`] would find room for `blocks` now.
     pub(crate) fn fits(&self, blocks: u64) -> bool {
         if let Some((_, _, used)) = self.current {
@@ -82,6 +80,8 @@ impl Segments {
         self.state[index as usize] == State::Free && blocks < self.geo.seg_blocks
     }
 
+    /// Places a batch of `blocks` blocks whose last LSN is `last_lsn`, or
+    /// returns `None` when the log is full.
     pub(crate) fn place(&mut self, blocks: u64, last_lsn: Lsn) -> Option<Placement> {
         if let Some((index, seq, used)) = self.current {
             if used + blocks <= self.geo.seg_blocks {
