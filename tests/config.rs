@@ -59,8 +59,27 @@ fn good_config_parses_with_defaults() {
     assert_eq!(cfg.devices[2].role, Role::Data);
     assert_eq!(cfg.wal.devices, vec!["wal0", "wal1"]);
     assert_eq!(cfg.wal.durability, Durability::Sync);
+    assert!(cfg.wal.fua, "FUA is on unless the map turns it off");
     assert_eq!(cfg.flush.devices, vec!["data0"]);
     assert_eq!(cfg.server.listen.to_string(), "127.0.0.1:6380");
+}
+
+#[test]
+fn wal_fua_is_a_boolean() {
+    let text = GOOD.replacen(
+        "  max-batch: 256KiB\n",
+        "  max-batch: 256KiB\n  fua: false\n",
+        1,
+    );
+    assert!(!parse(&text).unwrap().wal.fua);
+    let err = error_of(
+        "  max-batch: 256KiB\n",
+        "  max-batch: 256KiB\n  fua: sometimes\n",
+    );
+    assert!(
+        err.contains("wal.fua: \"sometimes\" is not true or false"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -55,17 +55,6 @@ fn devices(rng: &mut ChaCha8Rng, n: usize) -> Vec<SimDevice> {
         .collect()
 }
 
-fn stripe(devs: &[SimDevice]) -> Vec<WalDevice<SimDevice>> {
-    devs.iter()
-        .enumerate()
-        .map(|(i, d)| WalDevice {
-            index: i as u32,
-            name: format!("wal{i}"),
-            device: d.clone(),
-        })
-        .collect()
-}
-
 /// Odd seeds write `sync` batches with forced unit access, even ones with
 /// a write and then a flush.
 fn opts(seed: u64) -> WalOptions {
@@ -85,8 +74,12 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let count = rng.random_range(1..=3);
     let devs = devices(&mut rng, count);
-    let (wal, recovered) = Wal::open(stripe(&devs), &opts(seed), ReactorConfig::unpinned("wal"))
-        .map_err(|e| format!("open: {e}"))?;
+    let (wal, recovered) = Wal::open(
+        WalDevice::stripe(&devs),
+        &opts(seed),
+        ReactorConfig::unpinned("wal"),
+    )
+    .map_err(|e| format!("open: {e}"))?;
     assert!(recovered.records.is_empty());
     let wal = Arc::new(wal);
     let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();
@@ -133,7 +126,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
 
     let o = opts(seed);
     let got = recover(
-        &stripe(&rebooted),
+        &WalDevice::stripe(&rebooted),
         &stria::wal::recovery::RecoveryOptions {
             replay_from: Some(1),
             truncate_corrupt: false,
@@ -154,7 +147,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
         })
         .collect();
     let twice = recover(
-        &stripe(&again),
+        &WalDevice::stripe(&again),
         &RecoveryOptions {
             replay_from: Some(1),
             truncate_corrupt: false,

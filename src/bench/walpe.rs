@@ -78,15 +78,12 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         }
         names.truncate(k);
     }
-    let mut devices = Vec::with_capacity(names.len());
-    for (i, name) in names.iter().enumerate() {
+    let mut opened = Vec::with_capacity(names.len());
+    for name in &names {
         let dev_cfg = cfg.device(name).expect("validated WAL device");
-        devices.push(WalDevice {
-            index: i as u32,
-            name: name.clone(),
-            device: AnyDevice::open(dev_cfg, &cfg.spdk)?,
-        });
+        opened.push(AnyDevice::open(dev_cfg, &cfg.spdk)?);
     }
+    let devices = WalDevice::stripe(&opened);
     // Segment headers carry the appliance id of the superblock (sim devices
     // have none: 0).
     let appliance_id = match crate::admin::read_superblock(&devices[0].device) {

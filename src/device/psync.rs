@@ -180,14 +180,13 @@ mod tests {
         q.submit(Request::read(3, 100, vec![dev.alloc_buf(4096)]))
             .unwrap();
         let c = testing::wait(&mut q, 1).pop().unwrap();
-        let Err(DeviceError::Io {
-            kind, lba, source, ..
-        }) = &c.result
-        else {
-            panic!("expected an I/O error, got {:?}", c.result);
-        };
-        assert_eq!((*kind, *lba, c.tag), (crate::device::IoKind::Read, 100, 3));
-        assert_eq!(source.kind(), io::ErrorKind::UnexpectedEof);
+        testing::assert_io_error(
+            &c,
+            crate::device::IoKind::Read,
+            100,
+            3,
+            io::ErrorKind::UnexpectedEof,
+        );
     }
 
     /// Asserts that `c` is a flush that failed because an earlier one did.

@@ -232,14 +232,13 @@ impl<Q: Queue> WalWork<Q> {
                 .as_ref()
                 .is_some_and(|(b, _)| b.fits(key.len(), value.len()));
             if !fits {
-                if let Some((b, first)) = self.open.take() {
-                    let last = first + u64::from(b.count()) - 1;
-                    self.ready.push_back((b, first, last));
+                self.seal_open();
+                if self.open.is_none() {
+                    let Some(buf) = self.pool.pop() else {
+                        return Err(msg);
+                    };
+                    self.open = Some((BatchBuilder::new(buf, self.block_size), self.next_lsn));
                 }
-                let Some(buf) = self.pool.pop() else {
-                    return Err(msg);
-                };
-                self.open = Some((BatchBuilder::new(buf, self.block_size), self.next_lsn));
             }
         }
         match msg {
@@ -274,9 +273,7 @@ impl<Q: Queue> WalWork<Q> {
                 if open >= self.stripe_unit(open)
                     && self.ready.len() < self.devs.len() * self.max_in_flight
                 {
-                    let (b, first) = self.open.take().expect("an open batch");
-                    let last = first + u64::from(b.count()) - 1;
-                    self.ready.push_back((b, first, last));
+                    self.seal_open();
                 }
                 match durability {
                     Durability::None | Durability::Async => ticket.complete(lsn),
@@ -370,14 +367,26 @@ impl<Q: Queue> WalWork<Q> {
         }
     }
 
-    fn batch(&self, id: u64) -> Option<&Batch> {
+    /// Moves the open batch, if it holds anything, to the end of `ready`.
+    fn seal_open(&mut self) {
+        match self.open.take() {
+            Some((b, first)) if !b.is_empty() => {
+                let last = first + u64::from(b.count()) - 1;
+                self.ready.push_back((b, first, last));
+            }
+            empty => self.open = empty,
+        }
+    }
+
+    /// Where batch `id` is in `batches` (ids are consecutive from the front).
+    fn batch_index(&self, id: u64) -> Option<usize> {
         let front = self.batches.front()?.id;
-        self.batches
-            .get(usize::try_from(id.checked_sub(front)?).ok()?)
+        let i = usize::try_from(id.checked_sub(front)?).ok()?;
+        (i < self.batches.len()).then_some(i)
     }
 
     fn is_fua(&self, id: u64) -> bool {
-        self.batch(id).is_some_and(|b| b.fua)
+        self.batch_index(id).is_some_and(|i| self.batches[i].fua)
     }
 
     /// Whether a `sync` append (or barrier) waits on an LSN in `first..=last`.
@@ -389,16 +398,9 @@ impl<Q: Queue> WalWork<Q> {
     }
 
     fn set_state(&mut self, id: u64, state: State) {
-        // Batch ids are consecutive from the front of the deque.
-        let Some(front) = self.batches.front().map(|b| b.id) else {
-            return;
-        };
-        if let Some(b) = id
-            .checked_sub(front)
-            .and_then(|i| self.batches.get_mut(i as usize))
-        {
-            debug_assert_eq!(b.id, id);
-            b.state = state;
+        if let Some(i) = self.batch_index(id) {
+            debug_assert_eq!(self.batches[i].id, id);
+            self.batches[i].state = state;
         }
     }
 
@@ -410,13 +412,7 @@ impl<Q: Queue> WalWork<Q> {
                 return n;
             }
             if self.ready.is_empty() {
-                match self.open.take() {
-                    Some((b, first)) if !b.is_empty() => {
-                        let last = first + u64::from(b.count()) - 1;
-                        self.ready.push_back((b, first, last));
-                    }
-                    other => self.open = other,
-                }
+                self.seal_open();
             }
             let Some((builder, _, last)) = self.ready.front() else {
                 return n;

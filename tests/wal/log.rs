@@ -22,17 +22,6 @@ fn sim(name: &str, write_us: u64, flush_us: u64, blocks: u64) -> SimDevice {
     SimDevice::new(name, 4096, blocks, 64, model)
 }
 
-fn stripe(devs: &[SimDevice]) -> Vec<WalDevice<SimDevice>> {
-    devs.iter()
-        .enumerate()
-        .map(|(i, d)| WalDevice {
-            index: i as u32,
-            name: format!("wal{i}"),
-            device: d.clone(),
-        })
-        .collect()
-}
-
 fn opts() -> WalOptions {
     WalOptions {
         appliance_id: 1,
@@ -47,7 +36,12 @@ fn opts() -> WalOptions {
 }
 
 fn open(devs: &[SimDevice]) -> (Wal, stria::wal::recovery::Recovered) {
-    Wal::open(stripe(devs), &opts(), ReactorConfig::unpinned("wal")).expect("open the WAL")
+    Wal::open(
+        WalDevice::stripe(devs),
+        &opts(),
+        ReactorConfig::unpinned("wal"),
+    )
+    .expect("open the WAL")
 }
 
 /// Waits up to `limit` for the ticket; true if it completed.
@@ -256,7 +250,7 @@ fn reopen_without_a_replay_point_starts_after_the_last_release() {
     let devs = [sim("a", 0, 0, 256 + 64), sim("b", 0, 0, 256 + 64)];
     let mut o = opts();
     o.replay_from = None;
-    let (wal, _) = Wal::open(stripe(&devs), &o, ReactorConfig::unpinned("wal")).unwrap();
+    let (wal, _) = Wal::open(WalDevice::stripe(&devs), &o, ReactorConfig::unpinned("wal")).unwrap();
     let value = vec![1u8; 3000];
     let mut last = 0;
     for i in 0..600u32 {
@@ -269,7 +263,7 @@ fn reopen_without_a_replay_point_starts_after_the_last_release() {
     }
     let stats = wal.close().unwrap();
     assert!(stats.segments_reclaimed > 8, "the log wrapped: {stats}");
-    let (_wal, rec) = Wal::open(stripe(&devs), &o, ReactorConfig::unpinned("wal"))
+    let (_wal, rec) = Wal::open(WalDevice::stripe(&devs), &o, ReactorConfig::unpinned("wal"))
         .expect("reopen after the log wrapped, with no replay point given");
     let first = rec.records.first().expect("the unreleased records").lsn;
     assert!(
@@ -299,7 +293,12 @@ fn a_burst_spreads_over_every_device_of_the_stripe() {
         ring_capacity: 1024,
         ..opts()
     };
-    let (wal, _) = Wal::open(stripe(&devs), &opts, ReactorConfig::unpinned("wal")).unwrap();
+    let (wal, _) = Wal::open(
+        WalDevice::stripe(&devs),
+        &opts,
+        ReactorConfig::unpinned("wal"),
+    )
+    .unwrap();
     let tickets: Vec<Ticket> = (0..256)
         .map(|i| {
             wal.put(
@@ -335,7 +334,12 @@ fn with_fua_a_sync_append_needs_no_flush_but_still_waits_for_earlier_writes() {
         fua: true,
         ..opts()
     };
-    let (wal, _) = Wal::open(stripe(&devs), &opts, ReactorConfig::unpinned("wal")).unwrap();
+    let (wal, _) = Wal::open(
+        WalDevice::stripe(&devs),
+        &opts,
+        ReactorConfig::unpinned("wal"),
+    )
+    .unwrap();
     let s = put(&wal, "s", Durability::Sync);
     assert!(
         done_within(&s, Duration::from_millis(200)),

@@ -54,15 +54,7 @@ pub fn run_recovery(
     devs: &[SimDevice],
     opts: &RecoveryOptions,
 ) -> Result<Recovered, RecoveryError> {
-    let wal: Vec<WalDevice<SimDevice>> = devs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| WalDevice {
-            index: i as u32,
-            name: d.info().name.clone(),
-            device: d.clone(),
-        })
-        .collect();
+    let wal = WalDevice::stripe(devs);
     recover(&wal, opts)
 }
 

@@ -132,3 +132,25 @@ pub fn read_back<Q: Queue, D: Device>(dev: &D, queue: &mut Q, lba: u64, blocks: 
     );
     c.bufs.into_iter().next().unwrap()
 }
+
+/// Asserts that `c` failed with an I/O error of kind `errno_kind` that
+/// names its request (`kind` at `lba`, tag `tag`).
+pub fn assert_io_error(
+    c: &Completion,
+    kind: crate::device::IoKind,
+    lba: u64,
+    tag: u64,
+    errno_kind: std::io::ErrorKind,
+) {
+    let Err(crate::device::DeviceError::Io {
+        kind: got_kind,
+        lba: got_lba,
+        source,
+        ..
+    }) = &c.result
+    else {
+        panic!("expected an I/O error, got {:?}", c.result);
+    };
+    assert_eq!((*got_kind, *got_lba, c.tag), (kind, lba, tag));
+    assert_eq!(source.kind(), errno_kind);
+}

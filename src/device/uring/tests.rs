@@ -132,14 +132,7 @@ fn short_read_is_an_io_error() {
     q.submit(Request::read(5, 1, vec![dev.alloc_buf(2 * BLOCK)]))
         .unwrap();
     let c = testing::wait(&mut q, 1).pop().unwrap();
-    let Err(DeviceError::Io {
-        kind, lba, source, ..
-    }) = &c.result
-    else {
-        panic!("expected an I/O error, got {:?}", c.result);
-    };
-    assert_eq!((*kind, *lba, c.tag), (IoKind::Read, 1, 5));
-    assert_eq!(source.kind(), io::ErrorKind::UnexpectedEof);
+    testing::assert_io_error(&c, IoKind::Read, 1, 5, io::ErrorKind::UnexpectedEof);
     assert_eq!(c.bufs.len(), 1);
 }
 

@@ -54,6 +54,21 @@ pub struct WalDevice<D> {
     pub device: D,
 }
 
+impl<D: Device + Clone> WalDevice<D> {
+    /// The stripe of `devices` in order, each named as its device is.
+    pub fn stripe(devices: &[D]) -> Vec<WalDevice<D>> {
+        devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| WalDevice {
+                index: i as u32,
+                name: d.info().name.clone(),
+                device: d.clone(),
+            })
+            .collect()
+    }
+}
+
 /// What recovery is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryOptions {
