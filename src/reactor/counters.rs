@@ -19,7 +19,7 @@ impl Counter {
     }
 
     /// Adds `n`. Only the owning reactor thread may call this.
-    pub(super) fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
 }

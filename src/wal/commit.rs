@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use super::format::{BatchBuilder, RecordOp, RecordRef, SegmentHeader};
 use super::segments::Segments;
-use super::stats::{add, WalStats};
+use super::stats::WalStats;
 use super::ticket::TicketState;
 use super::Lsn;
 use crate::config::Durability;
@@ -268,10 +268,11 @@ impl<Q: Queue> WalWork<Q> {
                 });
                 let lsn = self.next_lsn;
                 self.next_lsn += 1;
-                add(&self.stats.appends, 1);
+                self.stats.appends.add(1);
                 let open = builder.payload_len();
-                if open >= self.stripe_unit(open)
+                if open >= STRIPE_UNIT
                     && self.ready.len() < self.devs.len() * self.max_in_flight
+                    && open >= self.stripe_unit(open)
                 {
                     self.seal_open();
                 }
@@ -445,7 +446,7 @@ impl<Q: Queue> WalWork<Q> {
             let Some((d, p)) = placed else {
                 if any_free && self.log_full_since.is_none() {
                     self.log_full_since = Some(Instant::now());
-                    add(&self.stats.log_full, 1);
+                    self.stats.log_full.add(1);
                 }
                 return n;
             };
@@ -492,11 +493,11 @@ impl<Q: Queue> WalWork<Q> {
                 state: State::Writing,
                 fua,
             });
-            add(&self.stats.batches, 1);
-            add(&self.stats.records, records);
-            add(&self.stats.bytes, len as u64);
-            add(&self.stats.device_batches[d], 1);
-            add(&self.stats.device_bytes[d], len as u64);
+            self.stats.batches.add(1);
+            self.stats.records.add(records);
+            self.stats.bytes.add(len as u64);
+            self.stats.device_batches[d].add(1);
+            self.stats.device_bytes[d].add(len as u64);
             n += 1;
         }
     }
@@ -522,7 +523,7 @@ impl<Q: Queue> WalWork<Q> {
                 return n;
             }
             dev.flushing = Some(std::mem::take(&mut dev.unflushed));
-            add(&self.stats.flushes[d], 1);
+            self.stats.flushes[d].add(1);
             n += 1;
         }
         n
@@ -530,6 +531,7 @@ impl<Q: Queue> WalWork<Q> {
 
     /// Advances the watermarks and acknowledges whoever they now cover.
     fn acknowledge(&mut self) -> usize {
+        let (written, synced) = (self.write_lsn, self.sync_lsn);
         while let Some(b) = self.batches.front() {
             if b.state != State::Durable {
                 break;
@@ -546,12 +548,17 @@ impl<Q: Queue> WalWork<Q> {
         }
         let n = complete_upto(&mut self.write_waiters, self.write_lsn)
             + complete_upto(&mut self.sync_waiters, self.sync_lsn);
-        self.published
-            .write_lsn
-            .store(self.write_lsn, Ordering::SeqCst);
-        self.published
-            .sync_lsn
-            .store(self.sync_lsn, Ordering::SeqCst);
+        // Published only when they move: most loop turns move neither.
+        if self.write_lsn != written {
+            self.published
+                .write_lsn
+                .store(self.write_lsn, Ordering::SeqCst);
+        }
+        if self.sync_lsn != synced {
+            self.published
+                .sync_lsn
+                .store(self.sync_lsn, Ordering::SeqCst);
+        }
         n
     }
 
@@ -561,7 +568,7 @@ impl<Q: Queue> WalWork<Q> {
             self.released = released;
             for dev in &mut self.devs {
                 let freed = dev.segments.reclaim(released);
-                add(&self.stats.segments_reclaimed, freed);
+                self.stats.segments_reclaimed.add(freed);
             }
         }
     }

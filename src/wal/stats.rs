@@ -3,53 +3,56 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Counters of one WAL, shared by its reactor and its handle.
+use crate::reactor::Counter;
+
+/// Counters of one WAL, shared by its reactor and its handle. The
+/// [`Counter`]s only the WAL reactor writes (no locked instruction per
+/// append); `writer_wait_ns`, which every writer adds to, is atomic.
 #[derive(Debug, Default)]
 pub struct WalStats {
     /// Appends accepted (all durability levels but `none`).
-    pub appends: AtomicU64,
+    pub appends: Counter,
     /// Batches written, records in them, and bytes written (padded).
-    pub batches: AtomicU64,
-    pub records: AtomicU64,
-    pub bytes: AtomicU64,
+    pub batches: Counter,
+    pub records: Counter,
+    pub bytes: Counter,
     /// Flush commands issued, per device in stripe order.
-    pub flushes: Vec<AtomicU64>,
+    pub flushes: Vec<Counter>,
     /// Batches written, per device in stripe order.
-    pub device_batches: Vec<AtomicU64>,
+    pub device_batches: Vec<Counter>,
     /// Bytes written (padded), per device in stripe order.
-    pub device_bytes: Vec<AtomicU64>,
+    pub device_bytes: Vec<Counter>,
     /// Nanoseconds writers spent waiting for room in the WAL's ring, which
     /// fills when the log is full or the devices fall behind.
     pub writer_wait_ns: AtomicU64,
     /// Times the reactor found no free segment for a batch.
-    pub log_full: AtomicU64,
+    pub log_full: Counter,
     /// Segments reclaimed after `release`.
-    pub segments_reclaimed: AtomicU64,
+    pub segments_reclaimed: Counter,
 }
 
 impl WalStats {
     pub fn new(devices: usize) -> WalStats {
         WalStats {
-            flushes: (0..devices).map(|_| AtomicU64::new(0)).collect(),
-            device_batches: (0..devices).map(|_| AtomicU64::new(0)).collect(),
-            device_bytes: (0..devices).map(|_| AtomicU64::new(0)).collect(),
+            flushes: (0..devices).map(|_| Counter::default()).collect(),
+            device_batches: (0..devices).map(|_| Counter::default()).collect(),
+            device_bytes: (0..devices).map(|_| Counter::default()).collect(),
             ..WalStats::default()
         }
     }
 
     pub fn snapshot(&self) -> WalStatsSnapshot {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         WalStatsSnapshot {
-            appends: get(&self.appends),
-            batches: get(&self.batches),
-            records: get(&self.records),
-            bytes: get(&self.bytes),
-            flushes: self.flushes.iter().map(get).collect(),
-            device_batches: self.device_batches.iter().map(get).collect(),
-            device_bytes: self.device_bytes.iter().map(get).collect(),
-            writer_wait_ns: get(&self.writer_wait_ns),
-            log_full: get(&self.log_full),
-            segments_reclaimed: get(&self.segments_reclaimed),
+            appends: self.appends.get(),
+            batches: self.batches.get(),
+            records: self.records.get(),
+            bytes: self.bytes.get(),
+            flushes: self.flushes.iter().map(Counter::get).collect(),
+            device_batches: self.device_batches.iter().map(Counter::get).collect(),
+            device_bytes: self.device_bytes.iter().map(Counter::get).collect(),
+            writer_wait_ns: self.writer_wait_ns.load(Ordering::Relaxed),
+            log_full: self.log_full.get(),
+            segments_reclaimed: self.segments_reclaimed.get(),
         }
     }
 }
