@@ -12,7 +12,7 @@ fn map(dir: &Path, wal_path: &str, wal_size: &str, data_path: &str) -> Config {
 reactors: {{ wal: [0], flush: [1] }}
 devices:
   - {{ name: wal0, backend: psync, path: {wal_path}, size: {wal_size}, role: wal }}
-  - {{ name: data0, backend: psync, path: {data_path}, size: 20MiB, role: data }}
+  - {{ name: data0, backend: psync, path: {data_path}, size: 32MiB, role: data }}
 wal: {{ segment-size: 1MiB, max-batch: 256KiB }}
 ",
     );

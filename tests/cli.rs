@@ -27,7 +27,7 @@ fn map(dir: &Path, name: &str, appliance: &str, backend: &str) -> PathBuf {
 reactors: {{ wal: [0], flush: [1], idle: park, spin-us: 20 }}
 devices:
   - {{ name: wal0, backend: {backend}, path: ./data/{name}-wal0.img, size: 4MiB, role: wal, queue-depth: 32 }}
-  - {{ name: data0, backend: {backend}, path: ./data/{name}-data0.img, size: 20MiB, role: data, queue-depth: 32 }}
+  - {{ name: data0, backend: {backend}, path: ./data/{name}-data0.img, size: 32MiB, role: data, queue-depth: 32 }}
 wal: {{ segment-size: 1MiB, max-batch: 256KiB }}
 "
     );
@@ -59,7 +59,7 @@ fn format_inspect_and_refusal() {
     );
     assert_eq!(
         std::fs::metadata(d.join("data/a-data0.img")).unwrap().len(),
-        20 << 20
+        32 << 20
     );
 
     let out = stria(d, &["inspect", "--config", "a.yaml"]);
@@ -204,7 +204,7 @@ fn bad_config_is_one_line_and_changes_nothing() {
     let path = map(d, "a", "appl", "psync");
     let yaml = std::fs::read_to_string(&path)
         .unwrap()
-        .replace("size: 20MiB", "size: 20MX");
+        .replace("size: 32MiB", "size: 20MX");
     std::fs::write(&path, yaml).unwrap();
     let out = stria(d, &["format", "--config", "a.yaml"]);
     assert_eq!(out.status.code(), Some(1));

@@ -330,9 +330,29 @@ pub struct WalConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemstoreConfig {
     pub regions: u32,
+    /// Region boundaries: region `i` holds keys from `split_keys[i-1]`
+    /// (inclusive) to `split_keys[i]` (exclusive); `regions - 1` keys,
+    /// strictly increasing. Given as `split-keys`, or split evenly over the
+    /// first two key bytes from `regions`.
+    pub split_keys: Vec<Vec<u8>>,
     pub flush_size: u64,
     pub global_limit: u64,
     pub low_water: f64,
+    /// The longest key and value a write may carry.
+    pub max_key: u64,
+    pub max_value: u64,
+}
+
+impl MemstoreConfig {
+    /// `n` regions splitting the key space evenly on its first two bytes.
+    pub fn even_splits(n: u32) -> Vec<Vec<u8>> {
+        (1..u64::from(n))
+            .map(|i| {
+                let at = (i * 65536 / u64::from(n)) as u16;
+                at.to_be_bytes().to_vec()
+            })
+            .collect()
+    }
 }
 
 /// The flush reactor set.
@@ -340,6 +360,16 @@ pub struct MemstoreConfig {
 pub struct FlushConfig {
     /// The data devices block files go to (default: every `data` device).
     pub devices: Vec<String>,
+    /// Target size of a block file's data blocks (`block-size`, 32KiB).
+    pub block_size: u64,
+    /// Bloom filter bits per key (`bloom-bits`, 10: about 1% false positives).
+    pub bloom_bits: u32,
+    /// A region holding more block files than this is compacted into one
+    /// (`compact-at`, 8).
+    pub compact_at: u32,
+    /// Bytes after the reserved area of each data device kept for the
+    /// manifest (`manifest-size`, 8MiB); the first two data devices hold it.
+    pub manifest_size: u64,
 }
 
 /// The network front end.

@@ -92,6 +92,9 @@ pub struct RawWal {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawMemstore {
     pub regions: Option<Leaf>,
+    pub split_keys: Option<Vec<Leaf>>,
+    pub max_key: Option<Leaf>,
+    pub max_value: Option<Leaf>,
     pub flush_size: Option<Leaf>,
     pub global_limit: Option<Leaf>,
     pub low_water: Option<Leaf>,
@@ -101,6 +104,10 @@ pub struct RawMemstore {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawFlush {
     pub devices: Option<Vec<Leaf>>,
+    pub block_size: Option<Leaf>,
+    pub bloom_bits: Option<Leaf>,
+    pub compact_at: Option<Leaf>,
+    pub manifest_size: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

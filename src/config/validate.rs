@@ -178,17 +178,9 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
     }
 
     let wal = wal(&c, &raw, &devices)?;
-    let flush = FlushConfig {
-        devices: device_set(
-            &c,
-            raw.flush.devices.as_deref(),
-            "flush.devices",
-            Role::Data,
-            &devices,
-        )?,
-    };
-    check_layout(&c, &raw, &devices, &wal)?;
-    let memstore = memstore(&c, &raw)?;
+    let flush = flush(&c, &raw, &devices)?;
+    check_layout(&c, &raw, &devices, &wal, &flush)?;
+    let memstore = memstore(&c, &raw, &wal)?;
     let server = ServerConfig {
         listen: c.or(
             &raw.server.listen,
@@ -721,7 +713,7 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
     let w = &raw.wal;
     let devs = device_set(c, w.devices.as_deref(), "wal.devices", Role::Wal, devices)?;
     let segment_size = c.or(&w.segment_size, 64 << 20, |l| c.size(l, "wal.segment-size"))?;
-    let max_batch = c.or(&w.max_batch, 1 << 20, |l| c.size(l, "wal.max-batch"))?;
+    let max_batch = c.or(&w.max_batch, 9 << 20, |l| c.size(l, "wal.max-batch"))?;
     let durability = c.or(&w.durability, Durability::Sync, |l| {
         c.choice(
             l,
@@ -766,6 +758,7 @@ fn check_layout(
     raw: &RawConfig,
     devices: &[DeviceConfig],
     wal: &WalConfig,
+    flush: &FlushConfig,
 ) -> Result<()> {
     for (i, (dev, rawdev)) in devices.iter().zip(&raw.devices).enumerate() {
         if dev.size == 0 {
@@ -783,9 +776,10 @@ fn check_layout(
                 ),
             ),
             Role::Data => (
-                RESERVED_BYTES + MIN_DATA_BYTES,
+                RESERVED_BYTES + flush.manifest_size + MIN_DATA_BYTES,
                 format!(
-                    "the reserved area ({RESERVED_BYTES} bytes) and {MIN_DATA_BYTES} bytes of data"
+                    "the reserved area ({RESERVED_BYTES} bytes), the manifest ({} bytes) and {MIN_DATA_BYTES} bytes of data",
+                    flush.manifest_size
                 ),
             ),
         };
@@ -804,7 +798,61 @@ fn check_layout(
     Ok(())
 }
 
-fn memstore(c: &Checker, raw: &RawConfig) -> Result<MemstoreConfig> {
+fn flush(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<FlushConfig> {
+    let f = &raw.flush;
+    let devs = device_set(
+        c,
+        f.devices.as_deref(),
+        "flush.devices",
+        Role::Data,
+        devices,
+    )?;
+    let block_size = c.or(&f.block_size, 32 << 10, |l| {
+        let n = c.size(l, "flush.block-size")?;
+        if !(512..=(16 << 20)).contains(&n) {
+            return Err(c.at(
+                l,
+                "flush.block-size",
+                format!("{n} bytes is outside 512 bytes to 16MiB"),
+            ));
+        }
+        Ok(n)
+    })?;
+    let bloom_bits = c.or(&f.bloom_bits, 10, |l| {
+        let n: u32 = c.uint(l, "flush.bloom-bits", "a number of bits per key")?;
+        if !(1..=64).contains(&n) {
+            return Err(c.at(l, "flush.bloom-bits", format!("{n} is outside 1 to 64")));
+        }
+        Ok(n)
+    })?;
+    let compact_at = c.or(&f.compact_at, 8, |l| {
+        let n: u32 = c.uint(l, "flush.compact-at", "a number of block files")?;
+        if !(2..=1000).contains(&n) {
+            return Err(c.at(l, "flush.compact-at", format!("{n} is outside 2 to 1000")));
+        }
+        Ok(n)
+    })?;
+    let manifest_size = c.or(&f.manifest_size, 8 << 20, |l| {
+        let n = c.size(l, "flush.manifest-size")?;
+        if n < (128 << 10) || n % (64 << 10) != 0 {
+            return Err(c.at(
+                l,
+                "flush.manifest-size",
+                format!("{n} bytes is not a multiple of 64KiB of at least 128KiB"),
+            ));
+        }
+        Ok(n)
+    })?;
+    Ok(FlushConfig {
+        devices: devs,
+        block_size,
+        bloom_bits,
+        compact_at,
+        manifest_size,
+    })
+}
+
+fn memstore(c: &Checker, raw: &RawConfig, wal: &WalConfig) -> Result<MemstoreConfig> {
     let m = &raw.memstore;
     let regions: u32 = c.or(&m.regions, 16, |l| {
         let n: u32 = c.uint(l, "memstore.regions", "a region count")?;
@@ -813,6 +861,41 @@ fn memstore(c: &Checker, raw: &RawConfig) -> Result<MemstoreConfig> {
         }
         Ok(n)
     })?;
+    let split_keys = match &m.split_keys {
+        None => MemstoreConfig::even_splits(regions),
+        Some(leaves) => {
+            if let Some(l) = &m.regions {
+                return Err(c.at(
+                    l,
+                    "memstore.regions",
+                    "give regions or split-keys, not both",
+                ));
+            }
+            let mut keys: Vec<Vec<u8>> = Vec::with_capacity(leaves.len());
+            for (i, l) in leaves.iter().enumerate() {
+                let field = format!("memstore.split-keys[{i}]");
+                let key = l.value.as_bytes().to_vec();
+                if key.is_empty() {
+                    return Err(c.at(l, &field, "a split key cannot be empty"));
+                }
+                if let Some(prev) = keys.last() {
+                    if *prev >= key {
+                        return Err(c.at(l, &field, format!("{:?} is not after the split key before it ({:?}); split keys must be strictly increasing", l.value, String::from_utf8_lossy(prev))));
+                    }
+                }
+                keys.push(key);
+            }
+            if keys.len() >= 65536 {
+                return Err(c.at(
+                    &leaves[0],
+                    "memstore.split-keys",
+                    "more than 65535 split keys",
+                ));
+            }
+            keys
+        }
+    };
+    let regions = split_keys.len() as u32 + 1;
     let flush_size = c.or(&m.flush_size, 64 << 20, |l| {
         c.size(l, "memstore.flush-size")
     })?;
@@ -834,10 +917,43 @@ fn memstore(c: &Checker, raw: &RawConfig) -> Result<MemstoreConfig> {
             format!("{global_limit} bytes is below flush-size ({flush_size} bytes)"),
         ));
     }
+    let max_key = c.or(&m.max_key, 16 << 10, |l| c.size(l, "memstore.max-key"))?;
+    if max_key == 0 || max_key > u64::from(u16::MAX) + 1 {
+        let at = m.max_key.as_ref();
+        return Err(c.at_opt(
+            at,
+            "memstore.max-key",
+            format!("{max_key} bytes is outside 1 byte to 64KiB"),
+        ));
+    }
+    // The largest record must fit in one WAL batch; without `max-value`,
+    // values may be 8MiB or as large as the batch allows, whichever is less.
+    let room = wal.max_batch.saturating_sub(RECORD_ROOM);
+    let fitting = room.saturating_sub(max_key).clamp(1, 8 << 20);
+    let max_value = c.or(&m.max_value, fitting, |l| c.size(l, "memstore.max-value"))?;
+    if max_key + max_value > room {
+        let at = m.max_value.as_ref().or(m.max_key.as_ref());
+        return Err(c.at_opt(
+            at,
+            "memstore.max-value",
+            format!(
+                "a {max_key}-byte key and a {max_value}-byte value do not fit in one WAL batch (wal.max-batch is {} bytes; raise it to at least {} or lower the limits)",
+                wal.max_batch,
+                (max_key + max_value + RECORD_ROOM).div_ceil(4096) * 4096
+            ),
+        ));
+    }
     Ok(MemstoreConfig {
         regions,
+        split_keys,
         flush_size,
         global_limit,
         low_water,
+        max_key,
+        max_value,
     })
 }
+
+/// Bytes of a WAL batch that are not key or value: the batch header and
+/// one record header, rounded up.
+const RECORD_ROOM: u64 = 128;
