@@ -1,0 +1,168 @@
+//! Data blocks: encoding entries (prefix-compressed keys) and scanning a
+//! block read back from the file.
+
+use std::ops::Range;
+
+use super::codec::{check_crc, put_varint, varint_len, Decoder};
+use super::{Entry, EntryKind, Result};
+
+/// Bytes `key` shares at its start with `prev`.
+pub(crate) fn shared_prefix(prev: &[u8], key: &[u8]) -> usize {
+    prev.iter().zip(key).take_while(|(a, b)| a == b).count()
+}
+
+/// Bytes the entry takes after a key sharing `shared` bytes with it.
+pub(crate) fn entry_len(shared: usize, key: &[u8], lsn: u64, value: &[u8]) -> usize {
+    let unshared = key.len() - shared;
+    varint_len(shared as u64)
+        + varint_len(unshared as u64)
+        + varint_len(value.len() as u64)
+        + varint_len(lsn)
+        + 1
+        + unshared
+        + value.len()
+}
+
+/// Appends an entry whose key shares `shared` bytes with the previous key
+/// of its block.
+pub(crate) fn put_entry(
+    out: &mut Vec<u8>,
+    shared: usize,
+    key: &[u8],
+    lsn: u64,
+    kind: EntryKind,
+    value: &[u8],
+) {
+    put_varint(out, shared as u64);
+    put_varint(out, (key.len() - shared) as u64);
+    put_varint(out, value.len() as u64);
+    put_varint(out, lsn);
+    out.push(kind.code());
+    out.extend_from_slice(&key[shared..]);
+    out.extend_from_slice(value);
+}
+
+/// One entry of a block as scanned: its key is [`BlockScan::key`], its value
+/// the bytes `value` of the block (copied out by [`BlockScan::entry`] only
+/// for the entries wanted).
+pub(crate) struct RawEntry {
+    pub lsn: u64,
+    pub kind: EntryKind,
+    pub value: Range<usize>,
+}
+
+/// The entries of one data block, read whole and checked, decoded one at a
+/// time.
+pub(crate) struct BlockScan {
+    /// The block without its CRC.
+    data: Vec<u8>,
+    pos: usize,
+    /// The key of the entry last returned.
+    key: Vec<u8>,
+    count: u64,
+    what: String,
+    offset: u64,
+}
+
+impl BlockScan {
+    /// Checks the CRC of `block`, data block `number` at file offset
+    /// `offset`, and starts a scan at its first entry.
+    pub(crate) fn new(mut block: Vec<u8>, number: usize, offset: u64) -> Result<BlockScan> {
+        let what = format!("data block {number}");
+        let body = check_crc(&block, &what, offset)?.len();
+        block.truncate(body);
+        Ok(BlockScan {
+            data: block,
+            pos: 0,
+            key: Vec::new(),
+            count: 0,
+            what,
+            offset,
+        })
+    }
+
+    /// The key of the entry last returned by [`BlockScan::next_raw`].
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The entry last returned, copied out.
+    pub(crate) fn entry(&self, raw: RawEntry) -> Entry {
+        Entry {
+            key: self.key.clone(),
+            lsn: raw.lsn,
+            kind: raw.kind,
+            value: self.data[raw.value].to_vec(),
+        }
+    }
+
+    /// A corruption of this block at byte `pos` of it.
+    pub(crate) fn corrupt(&self, why: impl std::fmt::Display) -> super::TableError {
+        Decoder::new(&self.data, self.offset, &self.what).corrupt_at(self.pos, why)
+    }
+
+    /// True when every entry has been returned.
+    pub(crate) fn is_done(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+
+    /// Decodes the next entry, or None at the end of the block. Refuses
+    /// entries that run past the block, unknown kinds, tombstones with
+    /// values, and keys that do not increase.
+    pub(crate) fn next_raw(&mut self) -> Option<Result<RawEntry>> {
+        if self.is_done() {
+            return None;
+        }
+        let mut d = Decoder::new(&self.data, self.offset, &self.what);
+        d.bytes(self.pos as u64, "skip")
+            .expect("pos is within the block");
+        let start = self.pos;
+        let result = (|| {
+            let shared = d.varint("shared key length")?;
+            let unshared = d.varint("unshared key length")?;
+            let value_len = d.varint("value length")?;
+            let lsn = d.varint("lsn")?;
+            let code = d.u8("kind")?;
+            let kind = EntryKind::from_code(code)
+                .ok_or_else(|| d.corrupt_at(start, format!("entry kind {code} unknown")))?;
+            if shared > self.key.len() as u64 {
+                return Err(d.corrupt_at(
+                    start,
+                    format!(
+                        "entry shares {shared} key bytes with a {}-byte previous key",
+                        self.key.len()
+                    ),
+                ));
+            }
+            let suffix = d.bytes(unshared, "key")?;
+            let shared = shared as usize;
+            if self.count > 0 && suffix <= &self.key[shared..] {
+                return Err(d.corrupt_at(start, "key not greater than the previous one"));
+            }
+            if kind == EntryKind::Delete && value_len != 0 {
+                return Err(d.corrupt_at(start, format!("tombstone with a {value_len}-byte value")));
+            }
+            let value_at = d.pos();
+            d.bytes(value_len, "value")?;
+            self.key.truncate(shared);
+            self.key.extend_from_slice(suffix);
+            Ok(RawEntry {
+                lsn,
+                kind,
+                value: value_at..d.pos(),
+            })
+        })();
+        match result {
+            Ok(raw) => {
+                self.pos = d.pos();
+                self.count += 1;
+                Some(Ok(raw))
+            }
+            Err(e) => {
+                // A corrupt entry ends the scan.
+                self.pos = self.data.len();
+                Some(Err(e))
+            }
+        }
+    }
+}

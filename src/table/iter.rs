@@ -1,0 +1,149 @@
+//! Range scans over a block file, one data block in memory at a time.
+
+use std::sync::Arc;
+
+use super::block::BlockScan;
+use super::reader::{BlockSource, Table};
+use super::{Entry, Result};
+
+/// The state of a scan, shared by the borrowing and the owning iterator.
+struct Cursor {
+    from: Vec<u8>,
+    to: Option<Vec<u8>>,
+    /// The next data block to read.
+    next_block: usize,
+    scan: Option<BlockScan>,
+    done: bool,
+}
+
+impl Cursor {
+    fn new(table: &Table, from: Vec<u8>, to: Option<Vec<u8>>) -> Cursor {
+        let empty = to.as_ref().is_some_and(|to| *to <= from);
+        Cursor {
+            next_block: table.first_block(&from),
+            from,
+            to,
+            scan: None,
+            done: empty,
+        }
+    }
+
+    fn next(&mut self, table: &Table, src: &dyn BlockSource) -> Option<Result<Entry>> {
+        let r = self.step(table, src);
+        if !matches!(r, Some(Ok(_))) {
+            self.done = true;
+            self.scan = None;
+        }
+        r
+    }
+
+    fn step(&mut self, table: &Table, src: &dyn BlockSource) -> Option<Result<Entry>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let scan = match &mut self.scan {
+                Some(scan) => scan,
+                None => {
+                    if self.next_block >= table.index.len() {
+                        return None;
+                    }
+                    let i = self.next_block;
+                    self.next_block += 1;
+                    match table.read_block(src, i) {
+                        Ok(scan) => self.scan.insert(scan),
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+            };
+            let block = self.next_block - 1;
+            let last_key = table.index[block].last_key.as_slice();
+            match scan.next_raw() {
+                None => {
+                    // The block's keys must have ended at its index key.
+                    if scan.key() != last_key {
+                        return Some(Err(scan.corrupt("last key differs from the index")));
+                    }
+                    self.scan = None;
+                }
+                Some(Err(e)) => return Some(Err(e)),
+                Some(Ok(raw)) => {
+                    let key = scan.key();
+                    if key > last_key {
+                        return Some(Err(scan.corrupt("key past the block's last key")));
+                    }
+                    if key < self.from.as_slice() {
+                        continue;
+                    }
+                    if self.to.as_deref().is_some_and(|to| key >= to) {
+                        return None;
+                    }
+                    return Some(Ok(scan.entry(raw)));
+                }
+            }
+        }
+    }
+}
+
+/// Entries of a [`Table`] in key order, borrowing the table and the source.
+/// Yields nothing more after an error.
+pub struct TableIter<'a> {
+    table: &'a Table,
+    src: &'a dyn BlockSource,
+    cursor: Cursor,
+}
+
+impl<'a> TableIter<'a> {
+    pub(crate) fn new(
+        table: &'a Table,
+        src: &'a dyn BlockSource,
+        from: Vec<u8>,
+        to: Option<Vec<u8>>,
+    ) -> TableIter<'a> {
+        TableIter {
+            cursor: Cursor::new(table, from, to),
+            table,
+            src,
+        }
+    }
+}
+
+impl Iterator for TableIter<'_> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        self.cursor.next(self.table, self.src)
+    }
+}
+
+/// Entries of a [`Table`] in key order, owning a handle on the table and
+/// the source (`'static` if the source is). Yields nothing more after an
+/// error.
+pub struct OwnedTableIter<S> {
+    table: Arc<Table>,
+    src: S,
+    cursor: Cursor,
+}
+
+impl<S: BlockSource> OwnedTableIter<S> {
+    pub(crate) fn new(
+        table: Arc<Table>,
+        src: S,
+        from: Vec<u8>,
+        to: Option<Vec<u8>>,
+    ) -> OwnedTableIter<S> {
+        OwnedTableIter {
+            cursor: Cursor::new(&table, from, to),
+            table,
+            src,
+        }
+    }
+}
+
+impl<S: BlockSource> Iterator for OwnedTableIter<S> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        self.cursor.next(&self.table, &self.src)
+    }
+}

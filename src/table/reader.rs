@@ -1,0 +1,203 @@
+//! Opening a block file and point lookups.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::block::BlockScan;
+use super::bloom::{self, Bloom};
+use super::footer::{Footer, FOOTER_BYTES};
+use super::index::{decode_index, BlockHandle};
+use super::iter::TableIter;
+use super::meta::decode_meta;
+use super::{Entry, OwnedTableIter, Result, TableError, TableMeta};
+
+/// Where a table's bytes are read from: a device (the engine maps file
+/// offsets to device blocks) or memory.
+pub trait BlockSource {
+    /// Reads exactly `len` bytes at `offset` from the start of the file.
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+}
+
+impl BlockSource for [u8] {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let end = offset.checked_add(len as u64);
+        match end {
+            Some(end) if end <= self.len() as u64 => {
+                Ok(self[offset as usize..end as usize].to_vec())
+            }
+            _ => Err(TableError::Read(format!(
+                "{len} bytes at {offset} are past the end of {} bytes",
+                self.len()
+            ))),
+        }
+    }
+}
+
+impl BlockSource for Vec<u8> {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.as_slice().read_at(offset, len)
+    }
+}
+
+impl<T: BlockSource + ?Sized> BlockSource for &T {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        (**self).read_at(offset, len)
+    }
+}
+
+impl<T: BlockSource + ?Sized> BlockSource for Arc<T> {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        (**self).read_at(offset, len)
+    }
+}
+
+/// An open block file: its meta, index and bloom filter in memory, its data
+/// blocks read on demand.
+#[derive(Debug)]
+pub struct Table {
+    meta: TableMeta,
+    pub(crate) index: Vec<BlockHandle>,
+    bloom: Bloom,
+    block_reads: AtomicU64,
+}
+
+impl Table {
+    /// Reads and checks the footer (the last [`FOOTER_BYTES`] of the
+    /// `file_bytes`-long file), then the index, bloom and meta blocks in one
+    /// read. Every checksum and every offset is checked.
+    pub fn open(src: &dyn BlockSource, file_bytes: u64) -> Result<Table> {
+        if file_bytes < FOOTER_BYTES as u64 {
+            return Err(TableError::Corrupt {
+                what: format!("a file of {file_bytes} bytes has no room for its footer"),
+                offset: 0,
+            });
+        }
+        let tail = src.read_at(file_bytes - FOOTER_BYTES as u64, FOOTER_BYTES)?;
+        let f = Footer::decode(&tail, file_bytes)?;
+        let (index_len, bloom_len) = (f.index_len as usize, f.bloom_len as usize);
+        let total = index_len + bloom_len + f.meta_len as usize;
+        let blocks = src.read_at(f.index_off, total)?;
+        if blocks.len() != total {
+            return Err(TableError::Read(format!(
+                "asked for {total} bytes at {}, got {}",
+                f.index_off,
+                blocks.len()
+            )));
+        }
+        let (index, rest) = blocks.split_at(index_len);
+        let (bloom, meta) = rest.split_at(bloom_len);
+        let index = decode_index(index, f.index_off, f.index_off)?;
+        let bloom = Bloom::decode(bloom, f.bloom_off)?;
+        let meta = decode_meta(meta, f.meta_off, file_bytes)?;
+        let last_key = index.last().map(|h| h.last_key.as_slice());
+        if meta.data_blocks as usize != index.len()
+            || (meta.entries > 0 && last_key != Some(meta.max_key.as_slice()))
+        {
+            return Err(TableError::Corrupt {
+                what: format!(
+                    "meta block: {} data blocks and max key disagree with the index of {}",
+                    meta.data_blocks,
+                    index.len()
+                ),
+                offset: f.meta_off,
+            });
+        }
+        Ok(Table {
+            meta,
+            index,
+            bloom,
+            block_reads: AtomicU64::new(0),
+        })
+    }
+
+    /// What the file holds.
+    pub fn meta(&self) -> &TableMeta {
+        &self.meta
+    }
+
+    /// False if `key` is certainly not in the file (the bloom filter, and
+    /// the key range).
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.meta.entries > 0
+            && key >= self.meta.min_key.as_slice()
+            && key <= self.meta.max_key.as_slice()
+            && self.bloom.may_contain(bloom::hash(key))
+    }
+
+    /// The entry (put or tombstone) for `key`, if the file has one: the
+    /// bloom filter, then the index, then at most one data block read.
+    pub fn get(&self, src: &dyn BlockSource, key: &[u8]) -> Result<Option<Entry>> {
+        if !self.may_contain(key) {
+            return Ok(None);
+        }
+        let i = self.index.partition_point(|h| h.last_key.as_slice() < key);
+        if i == self.index.len() {
+            return Ok(None);
+        }
+        let mut scan = self.read_block(src, i)?;
+        while let Some(raw) = scan.next_raw() {
+            let raw = raw?;
+            match scan.key().cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    if key > self.index[i].last_key.as_slice() {
+                        return Err(scan.corrupt("key past the block's last key"));
+                    }
+                    return Ok(Some(scan.entry(raw)));
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Data blocks read by [`Table::get`] and the iterators so far.
+    pub fn block_reads(&self) -> u64 {
+        self.block_reads.load(Ordering::Relaxed)
+    }
+
+    /// Entries with keys from `from` (included) to `to` (excluded, if
+    /// given), in key order. Reads one data block at a time, when needed.
+    /// After an error the iterator ends.
+    pub fn iter<'a>(
+        &'a self,
+        src: &'a dyn BlockSource,
+        from: &[u8],
+        to: Option<&[u8]>,
+    ) -> TableIter<'a> {
+        TableIter::new(self, src, from.to_vec(), to.map(<[u8]>::to_vec))
+    }
+
+    /// Like [`Table::iter`], owning the table and the source (so the
+    /// iterator can be `'static`).
+    pub fn iter_owned<S: BlockSource>(
+        self: &Arc<Self>,
+        src: S,
+        from: Vec<u8>,
+        to: Option<Vec<u8>>,
+    ) -> OwnedTableIter<S> {
+        OwnedTableIter::new(Arc::clone(self), src, from, to)
+    }
+
+    /// Index of the first data block that may hold keys >= `key`.
+    pub(crate) fn first_block(&self, key: &[u8]) -> usize {
+        self.index.partition_point(|h| h.last_key.as_slice() < key)
+    }
+
+    /// Reads data block `i` and checks its CRC.
+    pub(crate) fn read_block(&self, src: &dyn BlockSource, i: usize) -> Result<BlockScan> {
+        let h = &self.index[i];
+        let len = usize::try_from(h.len)
+            .map_err(|_| TableError::Read(format!("data block {i} of {} bytes", h.len)))?;
+        self.block_reads.fetch_add(1, Ordering::Relaxed);
+        let bytes = src.read_at(h.offset, len)?;
+        if bytes.len() != len {
+            return Err(TableError::Read(format!(
+                "asked for {len} bytes at {}, got {}",
+                h.offset,
+                bytes.len()
+            )));
+        }
+        BlockScan::new(bytes, i, h.offset)
+    }
+}

@@ -1,0 +1,206 @@
+//! Flipped bytes, garbage with valid checksums, truncated and random files.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{build, random_model, Model};
+use crate::table::*;
+
+/// A table and the regions of its file, for corruption tests.
+fn small_table(rng: &mut ChaCha8Rng) -> (Model, Vec<u8>, u64) {
+    let opts = TableOptions {
+        block_bytes: 512,
+        bloom_bits_per_key: 10,
+        device_block: 512,
+    };
+    let model = random_model(rng, 150, false);
+    let (file, _) = build(&model, &opts, rng);
+    let t = Table::open(&file, file.len() as u64).unwrap();
+    // The data blocks end where the index starts.
+    let data_end = t.index.last().map_or(0, |h| h.offset + h.len);
+    (model, file, data_end)
+}
+
+/// Everything a reader can ask of `file`: true if some answer was an
+/// error. Panics on a wrong answer.
+fn read_everything(file: &[u8], model: &Model) -> bool {
+    let t = match Table::open(&file, file.len() as u64) {
+        Ok(t) => t,
+        Err(_) => return true,
+    };
+    let mut failed = false;
+    for e in model.values() {
+        match t.get(&file, &e.key) {
+            Ok(got) => assert_eq!(got.as_ref(), Some(e), "wrong answer"),
+            Err(_) => failed = true,
+        }
+    }
+    let mut expect = model.values();
+    for got in t.iter(&file, b"", None) {
+        match got {
+            Ok(got) => assert_eq!(Some(&got), expect.next(), "wrong scan"),
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    failed
+}
+
+#[test]
+fn a_flipped_byte_is_an_error_never_a_wrong_answer() {
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let (model, file, data_end) = small_table(&mut rng);
+    assert!(!read_everything(&file, &model));
+    let t = Table::open(&file, file.len() as u64).unwrap();
+    let meta_end = {
+        let f = &file[file.len() - FOOTER_BYTES..];
+        let off = u64::from_le_bytes(f[32..40].try_into().unwrap());
+        let len = u32::from_le_bytes(f[48..52].try_into().unwrap());
+        (off + u64::from(len)) as usize
+    };
+    assert!(t.meta().data_blocks > 10 && meta_end > data_end as usize);
+    let padding = meta_end..file.len() - FOOTER_BYTES;
+    // Every byte after the data blocks, every third byte of them.
+    let positions = (0..data_end as usize)
+        .step_by(3)
+        .chain(data_end as usize..file.len());
+    for pos in positions {
+        let mut bad = file.clone();
+        bad[pos] ^= 1 << rng.random_range(0..8);
+        let failed = read_everything(&bad, &model);
+        assert!(
+            failed || padding.contains(&pos),
+            "byte {pos} of {} flipped went unnoticed",
+            file.len()
+        );
+    }
+}
+
+#[test]
+fn corrupt_data_block_error_names_it() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let (model, mut file, _) = small_table(&mut rng);
+    let t = Table::open(&file, file.len() as u64).unwrap();
+    let h = t.index[3].clone();
+    file[(h.offset + 2) as usize] ^= 0x40;
+    let err = t.get(&file, &h.last_key).unwrap_err();
+    assert_eq!(
+        err,
+        TableError::Corrupt {
+            what: "data block 3: checksum mismatch".into(),
+            offset: h.offset
+        }
+    );
+    // The scan stops at the error.
+    let results: Vec<_> = t.iter(&file, b"", None).collect();
+    assert!(results.last().unwrap().is_err());
+    assert!(results[..results.len() - 1].iter().all(Result::is_ok));
+    assert!(results.len() < model.len());
+}
+
+/// Recomputes the CRC at the end of `file[range]`.
+fn reseal(file: &mut [u8], start: usize, end: usize) {
+    let crc = crc32c::crc32c(&file[start..end - 4]);
+    file[end - 4..end].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn garbage_with_valid_checksums_never_panics() {
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let (model, file, _) = small_table(&mut rng);
+    let t = Table::open(&file, file.len() as u64).unwrap();
+    let f = &file[file.len() - FOOTER_BYTES..];
+    let u64_at = |at: usize| u64::from_le_bytes(f[at..at + 8].try_into().unwrap()) as usize;
+    let u32_at = |at: usize| u32::from_le_bytes(f[at..at + 4].try_into().unwrap()) as usize;
+    let mut regions: Vec<(usize, usize)> = vec![
+        (u64_at(16), u64_at(16) + u32_at(40)),
+        (u64_at(24), u64_at(24) + u32_at(44)),
+        (u64_at(32), u64_at(32) + u32_at(48)),
+    ];
+    for h in &t.index {
+        regions.push((h.offset as usize, (h.offset + h.len) as usize));
+    }
+    for _ in 0..3000 {
+        let (start, end) = regions[rng.random_range(0..regions.len())];
+        let mut bad = file.clone();
+        for _ in 0..rng.random_range(1..4) {
+            let at = rng.random_range(start..end - 4);
+            bad[at] = if rng.random_bool(0.5) {
+                rng.random()
+            } else {
+                0xff
+            };
+        }
+        reseal(&mut bad, start, end);
+        // Whatever it answers, it must not panic.
+        if let Ok(t) = Table::open(&bad, bad.len() as u64) {
+            for e in model.values().step_by(7) {
+                let _ = t.get(&bad, &e.key);
+            }
+            let _ = t.iter(&bad, b"", None).count();
+        }
+    }
+    // Footers with random fields and a valid checksum.
+    for _ in 0..3000 {
+        let mut bad = file.clone();
+        let n = bad.len();
+        let at = rng.random_range(n - FOOTER_BYTES + 12..n - 4);
+        bad[at] = rng.random();
+        if rng.random_bool(0.3) {
+            let at = rng.random_range(n - FOOTER_BYTES + 12..n - 4);
+            bad[at] = rng.random();
+        }
+        reseal(&mut bad, n - FOOTER_BYTES, n);
+        if let Ok(t) = Table::open(&bad, n as u64) {
+            let _ = t.iter(&bad, b"", None).count();
+        }
+    }
+}
+
+#[test]
+fn truncated_and_random_files_never_panic() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let (_, file, _) = small_table(&mut rng);
+    for len in (0..file.len()).step_by(61) {
+        assert!(Table::open(&&file[..len], len as u64).is_err());
+        // A length that disagrees with the source.
+        assert!(Table::open(&&file[..len], file.len() as u64).is_err());
+    }
+    assert!(Table::open(&file, file.len() as u64 + 512).is_err());
+    for _ in 0..2000 {
+        let mut junk = vec![0u8; rng.random_range(0..2048)];
+        rng.fill(&mut junk[..]);
+        let n = junk.len();
+        if n >= FOOTER_BYTES && rng.random_bool(0.5) {
+            junk[n - FOOTER_BYTES..n - FOOTER_BYTES + 8].copy_from_slice(&MAGIC);
+            junk[n - FOOTER_BYTES + 8..n - FOOTER_BYTES + 12]
+                .copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+            if rng.random_bool(0.5) {
+                reseal(&mut junk, n - FOOTER_BYTES, n);
+            }
+        }
+        assert!(Table::open(&junk, n as u64).is_err());
+    }
+}
+
+#[test]
+fn unknown_magic_and_version_are_refused() {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let (_, file, _) = small_table(&mut rng);
+    let n = file.len();
+    let mut bad = file.clone();
+    bad[n - FOOTER_BYTES + 7] = b'X';
+    assert!(matches!(
+        Table::open(&bad, n as u64),
+        Err(TableError::BadMagic { .. })
+    ));
+    let mut bad = file.clone();
+    bad[n - FOOTER_BYTES + 8..n - FOOTER_BYTES + 12].copy_from_slice(&2u32.to_le_bytes());
+    reseal(&mut bad, n - FOOTER_BYTES, n);
+    assert_eq!(
+        Table::open(&bad, n as u64).unwrap_err(),
+        TableError::UnsupportedVersion(2)
+    );
+}
