@@ -1,0 +1,337 @@
+//! One memstore: a concurrent sorted map of versions.
+
+use std::cmp::Reverse;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crossbeam_skiplist::SkipMap;
+
+use crate::table::{Entry, EntryKind};
+
+/// Bytes an entry costs beyond its key and value: the skip-list node
+/// (header and an average tower of 1.33 pointers), the `Vec` headers of
+/// key and value, the version, and allocator rounding.
+pub const ENTRY_OVERHEAD: u64 = 96;
+
+/// What an entry of `key_len` and `value_len` bytes is charged.
+pub fn entry_bytes(key_len: usize, value_len: usize) -> u64 {
+    key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
+}
+
+/// Key of the map: versions of a key sort newest first.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Versioned {
+    key: Vec<u8>,
+    version: Reverse<u64>,
+}
+
+#[derive(Debug)]
+struct Value {
+    kind: EntryKind,
+    value: Vec<u8>,
+}
+
+/// One region's memstore.
+///
+/// A version is the LSN of the write; a write at `none` durability, which
+/// has no LSN, takes the highest LSN acknowledged so far, and a later
+/// insert with the same version replaces an earlier one.
+#[derive(Debug)]
+pub struct Memstore {
+    id: u64,
+    map: SkipMap<Versioned, Value>,
+    /// Charged bytes: inserted entries plus admitted writes not yet inserted.
+    bytes: AtomicU64,
+    entries: AtomicU64,
+    key_bytes: AtomicU64,
+    value_bytes: AtomicU64,
+    /// Writes admitted to this memstore whose insert has not happened yet.
+    pending: AtomicU64,
+    /// The highest LSN of a logged write inserted.
+    max_lsn: AtomicU64,
+    /// Every logged write this memstore gets has an LSN above this.
+    floor: AtomicU64,
+    frozen: AtomicBool,
+}
+
+/// Counts of one memstore, for reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemstoreStats {
+    pub bytes: u64,
+    pub entries: u64,
+    pub key_bytes: u64,
+    pub value_bytes: u64,
+    pub pending: u64,
+    pub max_lsn: u64,
+}
+
+impl Memstore {
+    /// An empty memstore whose logged writes will have LSNs above `floor`.
+    pub fn new(id: u64, floor: u64) -> Memstore {
+        Memstore {
+            id,
+            map: SkipMap::new(),
+            bytes: AtomicU64::new(0),
+            entries: AtomicU64::new(0),
+            key_bytes: AtomicU64::new(0),
+            value_bytes: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            max_lsn: AtomicU64::new(0),
+            floor: AtomicU64::new(floor),
+            frozen: AtomicBool::new(false),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Charges a write that will be inserted (or [`Memstore::cancel`]led).
+    pub fn admit(&self, bytes: u64) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.bytes.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// Undoes [`Memstore::admit`] for a write that failed.
+    pub fn cancel(&self, bytes: u64) {
+        self.bytes.fetch_sub(bytes, Ordering::SeqCst);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Inserts an admitted write (`logged`: it has a real LSN) and ends
+    /// its pending state.
+    pub fn insert_admitted(
+        &self,
+        key: Vec<u8>,
+        version: u64,
+        logged: bool,
+        kind: EntryKind,
+        value: Vec<u8>,
+    ) {
+        self.insert(key, version, logged, kind, value);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Inserts a write that was charged with [`Memstore::charge`] (replay).
+    pub fn insert(
+        &self,
+        key: Vec<u8>,
+        version: u64,
+        logged: bool,
+        kind: EntryKind,
+        value: Vec<u8>,
+    ) {
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        self.key_bytes
+            .fetch_add(key.len() as u64, Ordering::Relaxed);
+        self.value_bytes
+            .fetch_add(value.len() as u64, Ordering::Relaxed);
+        if logged {
+            self.max_lsn.fetch_max(version, Ordering::SeqCst);
+        }
+        self.map.insert(
+            Versioned {
+                key,
+                version: Reverse(version),
+            },
+            Value { kind, value },
+        );
+    }
+
+    /// Charges bytes without a pending write (replay inserts at once).
+    pub fn charge(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// The newest version of `key`, a tombstone included.
+    pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        let probe = Versioned {
+            key: key.to_vec(),
+            version: Reverse(u64::MAX),
+        };
+        let e = self.map.lower_bound(Bound::Included(&probe))?;
+        (e.key().key == key).then(|| Entry {
+            key: key.to_vec(),
+            lsn: e.key().version.0,
+            kind: e.value().kind,
+            value: e.value().value.clone(),
+        })
+    }
+
+    /// Up to `max` entries, the newest version of each key, from `from`
+    /// (inclusive, or exclusive when `after`) up to `to` (exclusive).
+    pub fn range_newest(
+        &self,
+        from: &[u8],
+        after: bool,
+        to: Option<&[u8]>,
+        max: usize,
+    ) -> Vec<Entry> {
+        let probe = Versioned {
+            key: from.to_vec(),
+            version: Reverse(if after { 0 } else { u64::MAX }),
+        };
+        let start = if after {
+            Bound::Excluded(probe)
+        } else {
+            Bound::Included(probe)
+        };
+        let mut out: Vec<Entry> = Vec::new();
+        for e in self.map.range((start, Bound::Unbounded)) {
+            let k = &e.key().key;
+            if to.is_some_and(|to| k.as_slice() >= to) {
+                break;
+            }
+            if after && k.as_slice() == from {
+                continue;
+            }
+            if out.last().is_some_and(|last| last.key == *k) {
+                continue;
+            }
+            if out.len() == max {
+                break;
+            }
+            out.push(Entry {
+                key: k.clone(),
+                lsn: e.key().version.0,
+                kind: e.value().kind,
+                value: e.value().value.clone(),
+            });
+        }
+        out
+    }
+
+    /// Calls `f` with the newest version of every key, in key order.
+    pub fn for_each_newest<E>(
+        &self,
+        mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut prev: Option<crossbeam_skiplist::map::Entry<'_, Versioned, Value>> = None;
+        for e in self.map.iter() {
+            if prev.as_ref().is_some_and(|p| p.key().key == e.key().key) {
+                continue;
+            }
+            f(
+                &e.key().key,
+                e.key().version.0,
+                e.value().kind,
+                &e.value().value,
+            )?;
+            prev = Some(e);
+        }
+        Ok(())
+    }
+
+    /// Charged bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::SeqCst)
+    }
+
+    /// Writes admitted and not yet inserted.
+    pub fn pending(&self) -> u64 {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// True when nothing was ever admitted or inserted.
+    pub fn is_unused(&self) -> bool {
+        self.pending() == 0 && self.map.is_empty()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The highest LSN of a logged write inserted (0: none).
+    pub fn max_lsn(&self) -> u64 {
+        self.max_lsn.load(Ordering::SeqCst)
+    }
+
+    /// Every logged write of this memstore has an LSN above this.
+    pub fn floor(&self) -> u64 {
+        self.floor.load(Ordering::SeqCst)
+    }
+
+    /// Moves the floor up, while the memstore is unused.
+    pub fn set_floor(&self, floor: u64) {
+        self.floor.store(floor, Ordering::SeqCst);
+    }
+
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::SeqCst)
+    }
+
+    pub fn stats(&self) -> MemstoreStats {
+        MemstoreStats {
+            bytes: self.bytes(),
+            entries: self.entries.load(Ordering::Relaxed),
+            key_bytes: self.key_bytes.load(Ordering::Relaxed),
+            value_bytes: self.value_bytes.load(Ordering::Relaxed),
+            pending: self.pending(),
+            max_lsn: self.max_lsn(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(m: &Memstore, k: &str, v: u64, val: &str) {
+        m.insert(
+            k.as_bytes().to_vec(),
+            v,
+            true,
+            EntryKind::Put,
+            val.as_bytes().to_vec(),
+        );
+    }
+
+    #[test]
+    fn newest_version_wins_and_ranges_skip_older_versions() {
+        let m = Memstore::new(1, 0);
+        put(&m, "b", 5, "b5");
+        put(&m, "b", 9, "b9");
+        put(&m, "a", 3, "a3");
+        m.insert(b"c".to_vec(), 7, true, EntryKind::Delete, Vec::new());
+        put(&m, "c", 2, "c2");
+        assert_eq!(m.get(b"b").unwrap().value, b"b9");
+        assert_eq!(m.get(b"c").unwrap().kind, EntryKind::Delete);
+        assert!(m.get(b"bb").is_none());
+        let r = m.range_newest(b"a", false, None, 10);
+        let keys: Vec<_> = r.iter().map(|e| (e.key.clone(), e.lsn)).collect();
+        assert_eq!(
+            keys,
+            vec![(b"a".to_vec(), 3), (b"b".to_vec(), 9), (b"c".to_vec(), 7)]
+        );
+        let r = m.range_newest(b"a", true, Some(b"c"), 10);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].value, b"b9");
+        assert_eq!(m.range_newest(b"a", false, None, 2).len(), 2);
+        let mut seen = Vec::new();
+        m.for_each_newest::<()>(|k, v, _, _| {
+            seen.push((k.to_vec(), v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, keys);
+        assert_eq!(m.max_lsn(), 9);
+    }
+
+    #[test]
+    fn admitted_writes_are_pending_until_inserted_or_cancelled() {
+        let m = Memstore::new(1, 4);
+        assert!(m.is_unused());
+        m.admit(100);
+        assert!(!m.is_unused());
+        m.insert_admitted(b"k".to_vec(), 5, true, EntryKind::Put, b"v".to_vec());
+        assert_eq!(m.pending(), 0);
+        m.admit(50);
+        m.cancel(50);
+        assert_eq!(m.bytes(), 100);
+        assert_eq!(m.stats().entries, 1);
+    }
+}
