@@ -1,0 +1,530 @@
+//! The flush reactor set: pinned threads, each with its own queue on every
+//! data device, turning frozen memstores into block files and merging a
+//! region's files when it has too many.
+//!
+//! A flush: wait until the memstore's last admitted writes are inserted;
+//! reserve an extent (an upper bound of the file size) on the data device
+//! with the fewest flushes running; stream the block file out in
+//! `flush-chunk` writes, `flush-depth` in flight; FLUSH the device; give
+//! back the unused tail of the extent; record the file, the region's
+//! flushed LSN and the new replay point in the manifest (durable on
+//! return); swap the memstore for the file; let the WAL reclaim.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::error::{EngineError, Result};
+use super::read::{Merge, Source};
+use super::sched::Job;
+use super::store::TableHandle;
+use super::Inner;
+use crate::device::{wait, Completion, Device, IoBuf, Queue, Request};
+use crate::layout::manifest::{Edit, FileRecord};
+use crate::memstore::Memstore;
+use crate::table::{EntryKind, TableBuilder, TableError, TableMeta};
+
+/// Starts one flush reactor per entry of `opts.flush_reactors`.
+pub(super) fn spawn<D: Device<Queue: Send> + Clone>(
+    inner: &Arc<Inner<D>>,
+) -> Result<Vec<JoinHandle<()>>> {
+    let mut handles = Vec::new();
+    for cfg in inner.opts.flush_reactors.clone() {
+        let shared = inner.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::Builder::new()
+            .name(cfg.name.clone())
+            .spawn(move || {
+                if let Some(core) = cfg.core {
+                    if let Err(e) = crate::reactor::pin_to_core(core) {
+                        let _ = tx.send(Err(format!(
+                            "flush reactor {}: cannot pin to core {core}: {e}",
+                            cfg.name
+                        )));
+                        return;
+                    }
+                }
+                let inner = shared;
+                let mut queues = Vec::with_capacity(inner.store.devices.len());
+                for d in &inner.store.devices {
+                    match d.open_queue() {
+                        Ok(q) => queues.push(q),
+                        Err(e) => {
+                            let _ = tx.send(Err(format!("flush reactor {}: {e}", cfg.name)));
+                            return;
+                        }
+                    }
+                }
+                let _ = tx.send(Ok(()));
+                run(&inner, queues);
+            })
+            .map_err(|e| EngineError::Layout(format!("cannot start a flush reactor: {e}")))?;
+        match rx.recv() {
+            Ok(Ok(())) => handles.push(h),
+            Ok(Err(why)) => {
+                let _ = h.join();
+                inner.sched.stop();
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(EngineError::Layout(why));
+            }
+            Err(_) => return Err(EngineError::Layout("a flush reactor died starting".into())),
+        }
+    }
+    Ok(handles)
+}
+
+fn run<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, mut queues: Vec<D::Queue>) {
+    while let Some(job) = inner.sched.next() {
+        let result = match &job {
+            Job::Flush(r, ms) => inner.flush(&mut queues, *r, ms.clone()),
+            Job::Compact(r) => inner.compact(&mut queues, *r),
+        };
+        if let Err(e) = result {
+            inner.fail(e.to_string());
+        }
+        inner.sched.done(&job);
+    }
+}
+
+/// Counters of the flush reactors.
+#[derive(Debug, Default)]
+pub(super) struct FlushCounters {
+    pub flushes: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub flush_ns: AtomicU64,
+    pub compactions: AtomicU64,
+    pub compaction_bytes: AtomicU64,
+    /// Flushes running now, per data device.
+    pub running: Vec<AtomicU64>,
+    /// Bytes written per data device.
+    pub device_bytes: Vec<AtomicU64>,
+}
+
+impl FlushCounters {
+    pub fn new(devices: usize) -> FlushCounters {
+        FlushCounters {
+            running: (0..devices).map(|_| AtomicU64::new(0)).collect(),
+            device_bytes: (0..devices).map(|_| AtomicU64::new(0)).collect(),
+            ..FlushCounters::default()
+        }
+    }
+}
+
+impl<D: Device<Queue: Send> + Clone> Inner<D> {
+    fn flush(&self, queues: &mut [D::Queue], r: u32, ms: Arc<Memstore>) -> Result<()> {
+        let started = Instant::now();
+        while ms.pending() > 0 {
+            if let Some(e) = self.failure() {
+                return Err(e);
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        let region = &self.region[r as usize];
+        if ms.is_empty() {
+            let mut st = region.lock();
+            st.frozen.retain(|m| !Arc::ptr_eq(m, &ms));
+            region.publish(&st);
+            drop(st);
+            self.memory.release(ms.bytes());
+            return Ok(());
+        }
+        let s = ms.stats();
+        let bound =
+            TableBuilder::max_file_bytes(&self.opts.table, s.entries, s.key_bytes, s.value_bytes);
+        let (dev, offset) = self.allocate(bound)?;
+        let written = self.write_file(queues, dev, offset, bound, |builder, w| {
+            ms.for_each_newest(|k, lsn, kind, v| {
+                builder
+                    .add(k, lsn, kind, v)
+                    .map_err(|e| table_error(dev, offset, e))?;
+                w.drain(builder)
+            })
+        });
+        let meta = match written {
+            Ok(Some(meta)) => meta,
+            Ok(None) => unreachable!("a memstore's file always fits its bound"),
+            Err(e) => {
+                self.unallocate(dev, offset, bound);
+                return Err(e);
+            }
+        };
+        // Everything logged so far becomes durable before the manifest says
+        // the region is flushed up to its LSNs: otherwise a power cut could
+        // take LSNs at or below the mark out of the log, the WAL would hand
+        // them out again, and the next recovery would skip those writes as
+        // already flushed.
+        self.wal.barrier()?.wait()?;
+        // The region's flush mark only grows, even for a memstore of
+        // unlogged writes alone; files are ordered by it at open.
+        let mark = {
+            let m = self.manifest.lock().expect("manifest lock");
+            ms.max_lsn()
+                .max(m.state().flushed_lsn.get(r as usize).copied().unwrap_or(0))
+        };
+        let file = self.file_record(r, dev, offset, &meta, mark);
+        self.shrink(dev, offset, bound, meta.file_bytes);
+        let handle = Arc::new(TableHandle::open(self.store.clone(), file.clone())?);
+        let replay = self.replay_point(Some(&ms));
+        let edit = Edit {
+            add: vec![file],
+            remove: Vec::new(),
+            flushed: vec![(r, mark)],
+            replay_from: Some(replay),
+        };
+        self.apply(queues, &edit)?;
+        let files = {
+            let mut st = region.lock();
+            st.frozen.retain(|m| !Arc::ptr_eq(m, &ms));
+            st.tables.insert(0, handle);
+            region.publish(&st);
+            st.tables.len()
+        };
+        self.memory.release(ms.bytes());
+        self.wal.release(replay.saturating_sub(1));
+        let c = &self.counters.flush;
+        c.flushes.fetch_add(1, Ordering::Relaxed);
+        c.flush_bytes.fetch_add(meta.file_bytes, Ordering::Relaxed);
+        c.flush_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if files > self.opts.compact_at {
+            self.sched.push_compaction(r);
+        }
+        Ok(())
+    }
+
+    /// Merges every block file of region `r` into one, dropping versions
+    /// that newer ones shadow and tombstones (nothing older is left for
+    /// them to hide).
+    fn compact(&self, queues: &mut [D::Queue], r: u32) -> Result<()> {
+        let region = &self.region[r as usize];
+        let inputs: Vec<Arc<TableHandle<D>>> = region.lock().tables.clone();
+        if inputs.len() < 2 {
+            return Ok(());
+        }
+        let input_bytes: u64 = inputs.iter().map(|t| t.file.len).sum();
+        let entries: u64 = inputs.iter().map(|t| t.table.meta().entries).sum();
+        let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, input_bytes, 0);
+        let (dev, offset) = self.allocate(bound)?;
+        let sources = inputs
+            .iter()
+            .map(|t| Source::Table(t.table.iter_owned(t.source(), Vec::new(), None), t.clone()))
+            .collect();
+        let written = self.write_file(queues, dev, offset, bound, |builder, w| {
+            let mut merge = Merge::new(sources)?;
+            while let Some(e) = merge.next()? {
+                if e.kind == EntryKind::Delete {
+                    continue;
+                }
+                builder
+                    .add(&e.key, e.lsn, e.kind, &e.value)
+                    .map_err(|e| table_error(dev, offset, e))?;
+                w.drain(builder)?;
+            }
+            Ok(())
+        });
+        let meta = match written {
+            Ok(Some(meta)) => meta,
+            Ok(None) => {
+                tracing::warn!("compaction of region {r}: the merged file outgrew its {bound}-byte extent; left as is");
+                self.unallocate(dev, offset, bound);
+                return Ok(());
+            }
+            Err(e) => {
+                self.unallocate(dev, offset, bound);
+                return Err(e);
+            }
+        };
+        let max_lsn = inputs.iter().map(|t| t.file.max_lsn).max().unwrap_or(0);
+        let ids: Vec<u64> = inputs.iter().map(|t| t.file.id).collect();
+        let (add, handle) = if meta.entries == 0 {
+            self.unallocate(dev, offset, bound);
+            (Vec::new(), None)
+        } else {
+            let file = self.file_record(r, dev, offset, &meta, max_lsn);
+            self.shrink(dev, offset, bound, meta.file_bytes);
+            let handle = Arc::new(TableHandle::open(self.store.clone(), file.clone())?);
+            (vec![file], Some(handle))
+        };
+        let edit = Edit {
+            add,
+            remove: ids.clone(),
+            flushed: Vec::new(),
+            replay_from: None,
+        };
+        self.apply(queues, &edit)?;
+        {
+            let mut st = region.lock();
+            st.tables.retain(|t| !ids.contains(&t.file.id));
+            // The inputs were the oldest files; newer ones stay in front.
+            st.tables.extend(handle);
+            region.publish(&st);
+        }
+        for t in &inputs {
+            t.mark_obsolete();
+        }
+        let c = &self.counters.flush;
+        c.compactions.fetch_add(1, Ordering::Relaxed);
+        c.compaction_bytes
+            .fetch_add(meta.file_bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn file_record(
+        &self,
+        r: u32,
+        dev: u32,
+        offset: u64,
+        meta: &TableMeta,
+        max_lsn: u64,
+    ) -> FileRecord {
+        FileRecord {
+            id: self.next_file.fetch_add(1, Ordering::SeqCst),
+            region: r,
+            device: dev,
+            offset,
+            len: meta.file_bytes,
+            min_key: meta.min_key.clone(),
+            max_key: meta.max_key.clone(),
+            max_lsn,
+            entries: meta.entries,
+        }
+    }
+
+    /// Applies `edit` to the manifest, durably, with this reactor's queues.
+    fn apply(&self, queues: &mut [D::Queue], edit: &Edit) -> Result<()> {
+        let mut m = self.manifest.lock().expect("manifest lock");
+        m.apply(edit, &mut queues[..self.manifest_devices])?;
+        Ok(())
+    }
+
+    /// The first LSN the WAL must replay: the lowest floor + 1 of the
+    /// memstores holding or about to hold writes (`flushed` aside), else the
+    /// WAL's written LSN + 1.
+    pub(super) fn replay_point(&self, flushed: Option<&Arc<Memstore>>) -> u64 {
+        let mut point = self.wal.written_lsn() + 1;
+        for region in &self.region {
+            let st = region.lock();
+            for ms in st.frozen.iter().chain(std::iter::once(&st.active)) {
+                if flushed.is_some_and(|f| Arc::ptr_eq(f, ms)) || ms.is_unused() {
+                    continue;
+                }
+                point = point.min(ms.floor() + 1);
+            }
+        }
+        point
+    }
+
+    /// An extent of `bytes` on the data device with the fewest flushes
+    /// running (then the most free space) that has room.
+    fn allocate(&self, bytes: u64) -> Result<(u32, u64)> {
+        let c = &self.counters.flush;
+        let mut ext = self.store.extents.lock().expect("extents");
+        let mut order: Vec<u32> = (0..ext.devices() as u32).collect();
+        order.sort_by_key(|&d| {
+            (
+                c.running[d as usize].load(Ordering::Relaxed),
+                u64::MAX - ext.free_bytes(d),
+            )
+        });
+        for d in order {
+            if let Some(offset) = ext.alloc(d, bytes) {
+                c.running[d as usize].fetch_add(1, Ordering::Relaxed);
+                return Ok((d, offset));
+            }
+        }
+        let largest = (0..ext.devices() as u32)
+            .map(|d| ext.largest_free(d))
+            .max()
+            .unwrap_or(0);
+        Err(EngineError::NoSpace { bytes, largest })
+    }
+
+    fn unallocate(&self, dev: u32, offset: u64, bytes: u64) {
+        self.counters.flush.running[dev as usize].fetch_sub(1, Ordering::Relaxed);
+        if let Err(e) = self
+            .store
+            .extents
+            .lock()
+            .expect("extents")
+            .free(dev, offset, bytes)
+        {
+            tracing::error!("freeing an unused extent: {e}");
+        }
+    }
+
+    fn shrink(&self, dev: u32, offset: u64, bytes: u64, keep: u64) {
+        self.counters.flush.running[dev as usize].fetch_sub(1, Ordering::Relaxed);
+        if let Err(e) = self
+            .store
+            .extents
+            .lock()
+            .expect("extents")
+            .shrink(dev, offset, bytes, keep)
+        {
+            tracing::error!("shrinking an extent: {e}");
+        }
+    }
+
+    /// Builds a block file with `fill` and writes it at `offset` of data
+    /// device `dev`, then flushes the device. `Ok(None)`: it would not fit
+    /// in `room` bytes (nothing referenced the extent yet).
+    fn write_file(
+        &self,
+        queues: &mut [D::Queue],
+        dev: u32,
+        offset: u64,
+        room: u64,
+        fill: impl FnOnce(&mut TableBuilder, &mut FileWriter<'_, D>) -> Result<()>,
+    ) -> Result<Option<TableMeta>> {
+        let device = &self.store.devices[dev as usize];
+        let mut builder = TableBuilder::new(self.opts.table.clone());
+        let mut w = FileWriter {
+            device,
+            queue: &mut queues[dev as usize],
+            start: offset,
+            written: 0,
+            room,
+            chunk: self.opts.flush_chunk,
+            depth: self.opts.flush_depth.max(1),
+            in_flight: 0,
+            spare: Vec::new(),
+            done: Vec::new(),
+            overflow: false,
+        };
+        let filled = fill(&mut builder, &mut w);
+        if let Err(e) = filled {
+            w.drain_all()?;
+            return Err(e);
+        }
+        if w.overflow {
+            w.drain_all()?;
+            return Ok(None);
+        }
+        let (tail, meta) = builder.finish().map_err(|e| table_error(dev, offset, e))?;
+        if w.written + tail.len() as u64 > room {
+            w.drain_all()?;
+            return Ok(None);
+        }
+        for piece in tail.chunks(w.chunk) {
+            let mut buf = w.buffer(piece.len());
+            buf.copy_from_slice(piece);
+            w.submit(buf)?;
+        }
+        w.drain_all()?;
+        let flushed = wait::run(w.queue, Request::flush(u64::MAX)).map_err(|r| r.error)?;
+        flushed.result?;
+        self.counters.flush.device_bytes[dev as usize]
+            .fetch_add(meta.file_bytes, Ordering::Relaxed);
+        Ok(Some(meta))
+    }
+}
+
+fn table_error(dev: u32, offset: u64, e: TableError) -> EngineError {
+    EngineError::Layout(format!(
+        "building a block file at byte {offset} of data device {dev}: {e}"
+    ))
+}
+
+/// Streams a block file's bytes to its extent, `depth` writes in flight.
+pub(super) struct FileWriter<'a, D: Device> {
+    device: &'a D,
+    queue: &'a mut D::Queue,
+    start: u64,
+    written: u64,
+    room: u64,
+    chunk: usize,
+    depth: usize,
+    in_flight: usize,
+    spare: Vec<IoBuf>,
+    done: Vec<Completion>,
+    overflow: bool,
+}
+
+impl<D: Device> FileWriter<'_, D> {
+    /// Writes out every whole chunk the builder has ready.
+    pub(super) fn drain(&mut self, builder: &mut TableBuilder) -> Result<()> {
+        loop {
+            if self.overflow {
+                return Ok(());
+            }
+            let mut buf = self.buffer(self.chunk);
+            if !builder.fill_ready(&mut buf) {
+                self.spare.push(buf);
+                return Ok(());
+            }
+            if self.written + self.chunk as u64 > self.room {
+                self.overflow = true;
+                self.spare.push(buf);
+                return Ok(());
+            }
+            self.submit(buf)?;
+        }
+    }
+
+    fn buffer(&mut self, len: usize) -> IoBuf {
+        match self.spare.pop() {
+            Some(mut b) if b.capacity() >= len => {
+                b.restore_len();
+                b.truncate(len);
+                b
+            }
+            _ => self.device.alloc_buf(len),
+        }
+    }
+
+    fn submit(&mut self, buf: IoBuf) -> Result<()> {
+        while self.in_flight >= self.depth {
+            self.reap(true)?;
+        }
+        let bs = u64::from(self.device.info().block_size);
+        let len = buf.len() as u64;
+        let lba = (self.start + self.written) / bs;
+        self.queue
+            .submit(Request::write(self.written, lba, vec![buf]))
+            .map_err(|r| r.error)?;
+        self.written += len;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    fn reap(&mut self, block: bool) -> Result<()> {
+        loop {
+            self.queue.poll(&mut self.done);
+            let mut failed = None;
+            for c in self.done.drain(..) {
+                self.in_flight -= 1;
+                if let Err(e) = c.result {
+                    failed.get_or_insert(e);
+                }
+                self.spare.extend(c.bufs);
+            }
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+            if !block || self.in_flight < self.depth || self.in_flight == 0 {
+                return Ok(());
+            }
+            wait::wait(self.queue.wait_hint(), Duration::from_millis(10));
+        }
+    }
+
+    fn drain_all(&mut self) -> Result<()> {
+        let mut first = None;
+        while self.in_flight > 0 {
+            let before = self.in_flight;
+            if let Err(e) = self.reap(false) {
+                first.get_or_insert(e);
+            }
+            if self.in_flight == before {
+                wait::wait(self.queue.wait_hint(), Duration::from_millis(10));
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! Opening the engine: superblocks, manifest, block files, WAL replay.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::error::{EngineError, Result};
+use super::region::Region;
+use super::sched::Scheduler;
+use super::stats::Counters;
+use super::store::{Store, TableHandle};
+use super::{flush, Engine, EngineOptions, Inner};
+use crate::config::{Config, Role, RESERVED_BYTES};
+use crate::device::{AnyDevice, BackendKind, Device};
+use crate::layout::extents::Extents;
+use crate::layout::manifest::{Manifest, ManifestState};
+use crate::memstore::{entry_bytes, Memory, Regions};
+use crate::table::EntryKind;
+use crate::wal::format::RecordOp;
+use crate::wal::recovery::WalDevice;
+use crate::wal::{Wal, WalOptions};
+
+/// The devices an engine runs on.
+pub struct EngineDevices<D> {
+    /// The WAL stripe, in order.
+    pub wal: Vec<D>,
+    /// The data devices; the first one (and the second, if any) hold the
+    /// manifest.
+    pub data: Vec<D>,
+}
+
+/// What opening found.
+#[derive(Clone, Debug)]
+pub struct OpenReport {
+    /// The manifest was created (the devices were blank).
+    pub created: bool,
+    /// Block files and their bytes.
+    pub files: usize,
+    pub file_bytes: u64,
+    /// WAL records replayed into the memstores, and records skipped
+    /// because their region's block files already held them.
+    pub replayed: u64,
+    pub skipped: u64,
+    pub replay_from: u64,
+    /// What WAL recovery said.
+    pub wal: String,
+    pub took: Duration,
+}
+
+impl std::fmt::Display for OpenReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.created {
+            write!(f, "new engine (empty manifest written); ")?;
+        }
+        write!(
+            f,
+            "{} block files ({} bytes), replayed {} WAL records from LSN {} ({} already in block files) in {:.1?}; WAL: {}",
+            self.files, self.file_bytes, self.replayed, self.replay_from, self.skipped, self.took, self.wal
+        )
+    }
+}
+
+impl Engine<AnyDevice> {
+    /// Opens the engine on the devices of the map `cfg`. Devices other
+    /// than `sim` ones must have been formatted (`stria format`).
+    pub fn open_config(cfg: &Config) -> Result<(Engine<AnyDevice>, OpenReport)> {
+        let open = |names: &[String]| -> Result<Vec<AnyDevice>> {
+            names
+                .iter()
+                .map(|n| {
+                    let d = cfg.device(n).expect("validated device name");
+                    Ok(AnyDevice::open(d, &cfg.spdk)?)
+                })
+                .collect()
+        };
+        let wal = open(&cfg.wal.devices)?;
+        let data = open(&cfg.flush.devices)?;
+        let mut appliance_id = None;
+        for d in wal.iter().chain(&data) {
+            if d.kind() == BackendKind::Sim {
+                continue;
+            }
+            match crate::admin::read_superblock(d)? {
+                Ok(sb) => {
+                    let expected = cfg.device(&d.info().name).map(|c| c.role);
+                    if Some(sb.role) != expected {
+                        return Err(EngineError::Layout(format!(
+                            "device {} was formatted as a {} device; the map makes it a {} device",
+                            d.info().name,
+                            sb.role,
+                            expected.unwrap_or(Role::Data)
+                        )));
+                    }
+                    if *appliance_id.get_or_insert(sb.appliance_id) != sb.appliance_id {
+                        return Err(EngineError::Layout(format!(
+                            "device {} belongs to another appliance ({}) than the devices before it",
+                            d.info().name,
+                            sb.appliance
+                        )));
+                    }
+                }
+                Err(e) => {
+                    return Err(EngineError::Layout(format!(
+                        "device {}: {e}; run `stria format --config {}` first",
+                        d.info().name,
+                        cfg.source
+                    )))
+                }
+            }
+        }
+        let opts = EngineOptions::from_config(cfg, appliance_id.unwrap_or(0));
+        Engine::open(EngineDevices { wal, data }, opts)
+    }
+}
+
+impl<D: Device<Queue: Send> + Clone> Engine<D> {
+    /// Opens (recovers) the engine: the manifest (created on blank
+    /// devices), the block files it lists, then the WAL from the replay
+    /// point into the memstores; starts the flush reactors.
+    pub fn open(
+        devices: EngineDevices<D>,
+        mut opts: EngineOptions,
+    ) -> Result<(Engine<D>, OpenReport)> {
+        let started = Instant::now();
+        let data = devices.data;
+        let Some(first) = data.first() else {
+            return Err(EngineError::Layout(
+                "the engine needs at least one data device".into(),
+            ));
+        };
+        let block = first.info().block_size;
+        opts.table.device_block = block;
+        let area = (RESERVED_BYTES, opts.manifest_bytes);
+        let unit = opts.extent_unit.max(u64::from(block));
+        let mut areas = Vec::with_capacity(data.len());
+        for d in &data {
+            let info = d.info();
+            if info.block_size != block {
+                return Err(EngineError::Layout(format!(
+                    "data devices {} and {} have different block sizes ({block} and {})",
+                    first.info().name,
+                    info.name,
+                    info.block_size
+                )));
+            }
+            let start = (RESERVED_BYTES + opts.manifest_bytes).div_ceil(unit) * unit;
+            let end = info.capacity_bytes() / unit * unit;
+            if end <= start {
+                return Err(EngineError::Layout(format!(
+                    "data device {} ({} bytes) has no room after the reserved area and the {}-byte manifest",
+                    info.name,
+                    info.capacity_bytes(),
+                    opts.manifest_bytes
+                )));
+            }
+            areas.push((start, end));
+        }
+        let manifest_devices = data.len().min(2);
+        let mut queues = data[..manifest_devices]
+            .iter()
+            .map(|d| d.open_queue())
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let regions_n = opts.split_keys.len() + 1;
+        let (manifest, state, created) =
+            match Manifest::open(data[..manifest_devices].to_vec(), area, &mut queues)? {
+                Some((m, s)) => (m, s, false),
+                None => {
+                    let init = ManifestState {
+                        replay_from: 1,
+                        next_file_id: 1,
+                        ..ManifestState::new(opts.split_keys.clone())
+                    };
+                    let m = Manifest::create(
+                        data[..manifest_devices].to_vec(),
+                        area,
+                        init.clone(),
+                        &mut queues,
+                    )?;
+                    (m, init, true)
+                }
+            };
+        drop(queues);
+        if state.split_keys != opts.split_keys {
+            return Err(EngineError::Layout(format!(
+                "the devices hold {} regions split at {:?}, but the map asks for {} regions split at {:?}; keep the map's regions as they were when the devices were first used",
+                state.split_keys.len() + 1,
+                printable(&state.split_keys),
+                regions_n,
+                printable(&opts.split_keys)
+            )));
+        }
+        let mut extents = Extents::new(&areas, unit);
+        for f in state.files.values() {
+            if f.device as usize >= data.len() || f.region as usize >= regions_n {
+                return Err(EngineError::Layout(format!(
+                    "the manifest lists block file {} on data device {} of region {}, but the map has {} data devices and {regions_n} regions",
+                    f.id,
+                    f.device,
+                    f.region,
+                    data.len()
+                )));
+            }
+            extents.mark_used(f.device, f.offset, f.len)?;
+        }
+        let store = Arc::new(Store::new(data, extents));
+        let mut tables: Vec<Vec<Arc<TableHandle<D>>>> =
+            (0..regions_n).map(|_| Vec::new()).collect();
+        let mut file_bytes = 0;
+        for f in state.files.values() {
+            file_bytes += f.len;
+            tables[f.region as usize].push(Arc::new(TableHandle::open(store.clone(), f.clone())?));
+        }
+        // Newest first: a region's flush marks only grow, and a compacted
+        // file holds the oldest data; ties go to the later file.
+        for t in &mut tables {
+            t.sort_by_key(|t| std::cmp::Reverse((t.file.max_lsn, t.file.id)));
+        }
+
+        let replay_from = state.replay_from.max(1);
+        let wal_opts = WalOptions {
+            replay_from: Some(replay_from),
+            ..opts.wal.clone()
+        };
+        let (wal, recovered) = Wal::open(
+            WalDevice::stripe(&devices.wal),
+            &wal_opts,
+            opts.wal_reactor.clone(),
+        )?;
+        let highest_mark = state.flushed_lsn.iter().copied().max().unwrap_or(0);
+        if recovered.next_lsn <= highest_mark {
+            return Err(EngineError::Layout(format!(
+                "the WAL ends before LSN {} but block files hold records up to LSN {highest_mark}: the log lost records it had made durable",
+                recovered.next_lsn
+            )));
+        }
+        let regions = Regions::new(opts.split_keys.clone());
+        let floor = replay_from - 1;
+        let next_memstore = AtomicU64::new(1);
+        let region = tables
+            .into_iter()
+            .map(|t| {
+                let id = next_memstore.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Region::new(Arc::new(crate::memstore::Memstore::new(id, floor)), t)
+            })
+            .collect();
+        let data_devices = store.devices.len();
+        let inner = Arc::new(Inner {
+            memory: Memory::new(opts.global_limit, opts.low_water),
+            sched: Scheduler::new(regions_n),
+            regions,
+            region,
+            store,
+            manifest: Mutex::new(manifest),
+            manifest_devices,
+            high_lsn: AtomicU64::new(recovered.next_lsn.saturating_sub(1)),
+            next_memstore,
+            next_file: AtomicU64::new(state.next_file_id.max(1)),
+            failed: Mutex::new(None),
+            counters: Counters::new(data_devices),
+            wal,
+            opts,
+        });
+        // Segments below the replay point hold nothing the memstores need.
+        inner.wal.release(replay_from - 1);
+        let flushers = flush::spawn(&inner)?;
+        let engine = Engine { inner, flushers };
+        let (mut replayed, mut skipped) = (0, 0);
+        for rec in recovered.records {
+            let r = rec.region as usize;
+            if r >= regions_n || engine.inner.regions.of(&rec.key) != r {
+                return Err(EngineError::Layout(format!(
+                    "WAL record {} says region {} for a key of region {}; the regions changed under the log",
+                    rec.lsn,
+                    rec.region,
+                    engine.inner.regions.of(&rec.key)
+                )));
+            }
+            if rec.lsn <= state.flushed_lsn.get(r).copied().unwrap_or(0) {
+                skipped += 1;
+                continue;
+            }
+            engine
+                .inner
+                .replay(r, rec.lsn, rec.op, rec.key, rec.value)?;
+            replayed += 1;
+        }
+        let report = OpenReport {
+            created,
+            files: state.files.len(),
+            file_bytes,
+            replayed,
+            skipped,
+            replay_from,
+            wal: recovered.report.to_string(),
+            took: started.elapsed(),
+        };
+        Ok((engine, report))
+    }
+}
+
+impl<D: Device<Queue: Send> + Clone> Inner<D> {
+    /// Inserts one recovered record into region `r`'s active memstore.
+    fn replay(&self, r: usize, lsn: u64, op: RecordOp, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
+        if self.memory.is_over() {
+            self.memory
+                .wait_below_low(|| self.relieve(), || self.failure())?;
+        }
+        let kind = match op {
+            RecordOp::Put => EntryKind::Put,
+            RecordOp::Delete => EntryKind::Delete,
+        };
+        let bytes = entry_bytes(key.len(), value.len());
+        let ms = self.region[r].lock().active.clone();
+        ms.charge(bytes);
+        self.memory.charge(bytes);
+        ms.insert(key, lsn, true, kind, value);
+        if ms.bytes() >= self.opts.flush_size {
+            self.freeze(r);
+        }
+        Ok(())
+    }
+}
+
+fn printable(keys: &[Vec<u8>]) -> Vec<String> {
+    keys.iter()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect()
+}

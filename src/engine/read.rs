@@ -1,0 +1,224 @@
+//! Reads: `get` stops at the newest memstore or block file that has the
+//! key; `scan` merges them all in key order.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::error::{EngineError, Result};
+use super::Engine;
+use crate::device::Device;
+use crate::memstore::Memstore;
+use crate::table::{Entry, EntryKind, OwnedTableIter};
+
+use super::store::{FileSource, TableHandle};
+
+/// Entries a memstore source copies out at a time.
+const MEM_CHUNK: usize = 64;
+
+impl<D: Device<Queue: Send> + Clone> Engine<D> {
+    /// The value of `key`, or `None` if it was never written or is deleted.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let inner = &*self.inner;
+        inner.counters.gets.fetch_add(1, Ordering::Relaxed);
+        let view = inner.region[inner.regions.of(key)].view();
+        for ms in &view.mems {
+            if let Some(e) = ms.get(key) {
+                return Ok(live(e));
+            }
+        }
+        for t in &view.tables {
+            if !t.table.may_contain(key) {
+                continue;
+            }
+            let found = t.table.get(&t.source(), key).map_err(|e| t.error(e))?;
+            if let Some(e) = found {
+                return Ok(live(e));
+            }
+            inner.counters.bloom_false.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(None)
+    }
+
+    /// Up to `limit` live pairs with `start <= key < end` (no end: to the
+    /// last key), in key order.
+    pub fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if end.is_some_and(|e| e <= start) {
+            return Err(EngineError::BadRange(format!(
+                "the end of a scan must be after its start ({:?} is not after {:?})",
+                String::from_utf8_lossy(end.unwrap_or_default()),
+                String::from_utf8_lossy(start)
+            )));
+        }
+        let inner = &*self.inner;
+        inner.counters.scans.fetch_add(1, Ordering::Relaxed);
+        let mut out = Vec::new();
+        let mut r = inner.regions.of(start);
+        while out.len() < limit && r < inner.regions.count() {
+            let from = if r == inner.regions.of(start) {
+                start
+            } else {
+                inner.regions.start(r)
+            };
+            let to = match (inner.regions.end(r), end) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            self.scan_region(r, from, to, limit - out.len(), &mut out)?;
+            if inner
+                .regions
+                .end(r)
+                .is_none_or(|e| end.is_some_and(|end| end <= e))
+            {
+                break;
+            }
+            r += 1;
+        }
+        Ok(out)
+    }
+
+    fn scan_region(
+        &self,
+        r: usize,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        let view = self.inner.region[r].view();
+        // Sources newest first: on equal keys the first one wins.
+        let mut sources: Vec<Source<D>> = Vec::new();
+        for ms in &view.mems {
+            sources.push(Source::Mem(MemSource::new(ms.clone(), from, to)));
+        }
+        for t in &view.tables {
+            if t.table.meta().entries == 0
+                || t.table.meta().max_key.as_slice() < from
+                || to.is_some_and(|to| t.table.meta().min_key.as_slice() >= to)
+            {
+                continue;
+            }
+            let it = t
+                .table
+                .iter_owned(t.source(), from.to_vec(), to.map(<[u8]>::to_vec));
+            // The handle rides along so the file's space is not reused
+            // while the scan reads it.
+            sources.push(Source::Table(it, t.clone()));
+        }
+        let mut merge = Merge::new(sources)?;
+        let added = out.len();
+        while out.len() - added < limit {
+            let Some(e) = merge.next()? else { break };
+            if e.kind == EntryKind::Put {
+                out.push((e.key, e.value));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value a found entry stands for.
+fn live(e: Entry) -> Option<Vec<u8>> {
+    match e.kind {
+        EntryKind::Put => Some(e.value),
+        EntryKind::Delete => None,
+    }
+}
+
+/// A k-way merge of sources in key order: of several versions of a key,
+/// the one from the earliest (newest) source wins, tombstones included.
+pub(super) struct Merge<D: Device<Queue: Send>> {
+    sources: Vec<Source<D>>,
+    heads: Vec<Option<Entry>>,
+}
+
+impl<D: Device<Queue: Send>> Merge<D> {
+    pub(super) fn new(mut sources: Vec<Source<D>>) -> Result<Merge<D>> {
+        let mut heads = Vec::with_capacity(sources.len());
+        for s in &mut sources {
+            heads.push(s.next()?);
+        }
+        Ok(Merge { sources, heads })
+    }
+
+    pub(super) fn next(&mut self) -> Result<Option<Entry>> {
+        let mut best: Option<usize> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            if let Some(e) = h {
+                let better = match best {
+                    None => true,
+                    Some(b) => self.heads[b].as_ref().is_some_and(|be| e.key < be.key),
+                };
+                if better {
+                    best = Some(i);
+                }
+            }
+        }
+        let Some(b) = best else { return Ok(None) };
+        let winner = self.heads[b].take().expect("best has a head");
+        for i in 0..self.heads.len() {
+            let same = i == b || self.heads[i].as_ref().is_some_and(|e| e.key == winner.key);
+            if same {
+                self.heads[i] = self.sources[i].next()?;
+            }
+        }
+        Ok(Some(winner))
+    }
+}
+
+pub(super) enum Source<D: Device<Queue: Send>> {
+    Mem(MemSource),
+    Table(OwnedTableIter<FileSource<D>>, Arc<TableHandle<D>>),
+}
+
+impl<D: Device<Queue: Send>> Source<D> {
+    fn next(&mut self) -> Result<Option<Entry>> {
+        match self {
+            Source::Mem(m) => Ok(m.next()),
+            Source::Table(it, t) => match it.next() {
+                None => Ok(None),
+                Some(Ok(e)) => Ok(Some(e)),
+                Some(Err(e)) => Err(t.error(e)),
+            },
+        }
+    }
+}
+
+/// A memstore read in chunks, newest version of each key.
+pub(super) struct MemSource {
+    ms: Arc<Memstore>,
+    to: Option<Vec<u8>>,
+    buf: std::vec::IntoIter<Entry>,
+    /// Where the next chunk starts, and whether that key was already read.
+    next_from: Option<(Vec<u8>, bool)>,
+}
+
+impl MemSource {
+    pub(super) fn new(ms: Arc<Memstore>, from: &[u8], to: Option<&[u8]>) -> MemSource {
+        MemSource {
+            ms,
+            to: to.map(<[u8]>::to_vec),
+            buf: Vec::new().into_iter(),
+            next_from: Some((from.to_vec(), false)),
+        }
+    }
+
+    fn next(&mut self) -> Option<Entry> {
+        if let Some(e) = self.buf.next() {
+            return Some(e);
+        }
+        let (from, after) = self.next_from.take()?;
+        let chunk = self
+            .ms
+            .range_newest(&from, after, self.to.as_deref(), MEM_CHUNK);
+        if chunk.len() == MEM_CHUNK {
+            self.next_from = Some((chunk[MEM_CHUNK - 1].key.clone(), true));
+        }
+        self.buf = chunk.into_iter();
+        self.buf.next()
+    }
+}

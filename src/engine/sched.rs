@@ -1,0 +1,156 @@
+//! Which flush or compaction a free flush reactor runs next.
+//!
+//! A region runs one flush at a time, so its memstores are flushed oldest
+//! first, and one compaction at a time (which may run beside its flush:
+//! a compaction merges the files it saw when it started, which are older
+//! than any file a flush adds meanwhile). Among the regions free to run, the largest frozen memstore
+//! goes first (it frees the most memory), then compactions.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::memstore::Memstore;
+
+pub enum Job {
+    Flush(u32, Arc<Memstore>),
+    Compact(u32),
+}
+
+pub struct Scheduler {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+struct State {
+    stop: bool,
+    /// Frozen memstores in the order they were frozen.
+    flushes: Vec<(u32, Arc<Memstore>)>,
+    compactions: VecDeque<u32>,
+    flushing: Vec<bool>,
+    compacting: Vec<bool>,
+    running: usize,
+}
+
+impl Scheduler {
+    pub fn new(regions: usize) -> Scheduler {
+        Scheduler {
+            state: Mutex::new(State {
+                stop: false,
+                flushes: Vec::new(),
+                compactions: VecDeque::new(),
+                flushing: vec![false; regions],
+                compacting: vec![false; regions],
+                running: 0,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("scheduler lock")
+    }
+
+    pub fn push_flush(&self, region: u32, ms: Arc<Memstore>) {
+        self.lock().flushes.push((region, ms));
+        self.changed.notify_all();
+    }
+
+    pub fn push_compaction(&self, region: u32) {
+        let mut s = self.lock();
+        if !s.compactions.contains(&region) {
+            s.compactions.push_back(region);
+        }
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// The next job, waiting for one; `None` once stopped.
+    pub fn next(&self) -> Option<Job> {
+        let mut s = self.lock();
+        loop {
+            if s.stop {
+                return None;
+            }
+            if let Some(job) = s.pick() {
+                s.running += 1;
+                return Some(job);
+            }
+            s = self.changed.wait(s).expect("scheduler lock");
+        }
+    }
+
+    /// A job ended.
+    pub fn done(&self, job: &Job) {
+        let mut s = self.lock();
+        match job {
+            Job::Flush(r, _) => s.flushing[*r as usize] = false,
+            Job::Compact(r) => s.compacting[*r as usize] = false,
+        }
+        s.running -= 1;
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// Waits until nothing is queued or running, or `failed` says why not.
+    pub fn wait_idle<E>(&self, failed: impl Fn() -> Option<E>) -> Result<(), E> {
+        let mut s = self.lock();
+        loop {
+            if let Some(e) = failed() {
+                return Err(e);
+            }
+            if s.flushes.is_empty() && s.compactions.is_empty() && s.running == 0 {
+                return Ok(());
+            }
+            s = self
+                .changed
+                .wait_timeout(s, Duration::from_millis(20))
+                .expect("scheduler lock")
+                .0;
+        }
+    }
+
+    /// Jobs queued or running.
+    pub fn backlog(&self) -> (usize, usize, usize) {
+        let s = self.lock();
+        (s.flushes.len(), s.compactions.len(), s.running)
+    }
+
+    pub fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+}
+
+impl State {
+    fn pick(&mut self) -> Option<Job> {
+        // The first queued memstore of each free region is a candidate.
+        let mut best: Option<usize> = None;
+        let mut seen = vec![false; self.flushing.len()];
+        for (i, (r, ms)) in self.flushes.iter().enumerate() {
+            let r = *r as usize;
+            if seen[r] {
+                continue;
+            }
+            seen[r] = true;
+            if self.flushing[r] {
+                continue;
+            }
+            if best.is_none_or(|b| self.flushes[b].1.bytes() < ms.bytes()) {
+                best = Some(i);
+            }
+        }
+        if let Some(i) = best {
+            let (r, ms) = self.flushes.remove(i);
+            self.flushing[r as usize] = true;
+            return Some(Job::Flush(r, ms));
+        }
+        let i = self
+            .compactions
+            .iter()
+            .position(|&r| !self.compacting[r as usize])?;
+        let r = self.compactions.remove(i).expect("position is in range");
+        self.compacting[r as usize] = true;
+        Some(Job::Compact(r))
+    }
+}

@@ -1,0 +1,337 @@
+//! The engine on simulated devices: reads and writes, flushes to block
+//! files, restart, limits, compaction, bad input, corruption.
+
+#[path = "../common/engine_env.rs"]
+mod engine_env;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use engine_env::{key, model, open, options, value, Devices};
+use stria::config::Durability;
+use stria::device::{wait, Device, Request};
+use stria::engine::EngineError;
+
+#[test]
+fn puts_deletes_and_scans_see_the_newest_version() {
+    let devs = Devices::new(2, 1, 64, &model(1));
+    let (e, report) = open(&devs, &options());
+    assert!(report.created, "{report}");
+    e.put(b"apple", b"1", None).unwrap();
+    e.put(b"hat", b"2", Some(Durability::Write)).unwrap();
+    e.put(b"queue", b"3", Some(Durability::Async)).unwrap();
+    e.put(b"apple", b"4", Some(Durability::None)).unwrap();
+    e.delete(b"hat", None).unwrap();
+    assert_eq!(e.get(b"apple").unwrap(), Some(b"4".to_vec()));
+    assert_eq!(e.get(b"hat").unwrap(), None);
+    assert_eq!(e.get(b"nothing").unwrap(), None);
+    e.put_batch(&[(b"b", b"5"), (b"zz", b"6"), (b"h", b"7")], None)
+        .unwrap();
+    let all = e.scan(b"", None, 100).unwrap();
+    let keys: Vec<&[u8]> = all.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(keys, vec![&b"apple"[..], b"b", b"h", b"queue", b"zz"]);
+    assert_eq!(e.scan(b"b", Some(b"r"), 100).unwrap().len(), 3);
+    assert_eq!(e.scan(b"", None, 2).unwrap().len(), 2);
+    e.close().unwrap();
+}
+
+/// Writes `n` keys (three versions of each, some deleted) and returns the model.
+fn fill(
+    e: &stria::engine::Engine<stria::device::sim::SimDevice>,
+    n: u64,
+    len: usize,
+) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut model = BTreeMap::new();
+    for version in 0..3 {
+        for i in 0..n {
+            if version == 2 && i % 7 == 0 {
+                e.delete(&key(i), Some(Durability::Write)).unwrap();
+                model.remove(&key(i));
+            } else {
+                let v = value(i, version, len);
+                e.put(&key(i), &v, Some(Durability::Write)).unwrap();
+                model.insert(key(i), v);
+            }
+        }
+    }
+    model
+}
+
+fn check(
+    e: &stria::engine::Engine<stria::device::sim::SimDevice>,
+    n: u64,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+) {
+    for i in 0..n {
+        assert_eq!(
+            e.get(&key(i)).unwrap().as_ref(),
+            model.get(&key(i)),
+            "key {i}"
+        );
+    }
+    let scanned: BTreeMap<Vec<u8>, Vec<u8>> =
+        e.scan(b"", None, usize::MAX).unwrap().into_iter().collect();
+    assert_eq!(&scanned, model);
+}
+
+#[test]
+fn flushed_block_files_serve_reads_and_survive_a_restart() {
+    let devs = Devices::new(2, 2, 64, &model(2));
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    let model = fill(&e, 600, 200);
+    e.flush_all().unwrap();
+    let s = e.stats();
+    assert!(s.flushes >= 3, "{s:?}");
+    assert!(s.region_files.iter().all(|&f| f >= 1), "{s:?}");
+    assert!(
+        s.device_written.iter().all(|&b| b > 0),
+        "flushes use both data devices: {s:?}"
+    );
+    assert_eq!(s.region_bytes.iter().sum::<u64>(), 0, "{s:?}");
+    check(&e, 600, &model);
+    e.close().unwrap();
+    let (e, report) = open(&devs, &opts);
+    assert!(!report.created);
+    assert_eq!(report.replayed, 0, "everything was flushed: {report}");
+    assert!(report.files >= 3, "{report}");
+    check(&e, 600, &model);
+    // More writes after the restart, left in the memstores, replayed at the next.
+    e.put(&key(1), b"after", None).unwrap();
+    e.close().unwrap();
+    let (e, report) = open(&devs, &opts);
+    assert_eq!(report.replayed, 1, "{report}");
+    assert_eq!(e.get(&key(1)).unwrap(), Some(b"after".to_vec()));
+    e.close().unwrap();
+}
+
+#[test]
+fn a_get_reads_at_most_one_data_block() {
+    let devs = Devices::new(1, 1, 64, &model(3));
+    let (e, _) = open(&devs, &options());
+    let model = fill(&e, 900, 100);
+    e.flush_all().unwrap();
+    let reads =
+        |e: &stria::engine::Engine<_>| -> u64 { e.stats().device_reads.iter().map(|r| r.0).sum() };
+    let mut absent_reads = 0;
+    for i in 0..900 {
+        let before = reads(&e);
+        let got = e.get(&key(i)).unwrap();
+        assert_eq!(got.as_ref(), model.get(&key(i)));
+        let n = reads(&e) - before;
+        assert!(n <= 1, "key {i} took {n} block reads");
+        let before = reads(&e);
+        assert_eq!(
+            e.get(format!("{}x", String::from_utf8_lossy(&key(i))).as_bytes())
+                .unwrap(),
+            None
+        );
+        absent_reads += reads(&e) - before;
+    }
+    // Bloom filters keep most lookups of absent keys off the device.
+    assert!(
+        absent_reads < 90,
+        "{absent_reads} block reads for 900 absent keys"
+    );
+    e.close().unwrap();
+}
+
+#[test]
+fn memory_stays_bounded_however_fast_writers_write() {
+    // A slow data device: flushes are the bottleneck, writers must wait.
+    let mut m = model(4);
+    let devs = Devices::new(2, 1, 128, &m);
+    m.bandwidth = 20_000_000;
+    m.write_us = 100;
+    let devs = Devices {
+        data: vec![stria::device::sim::SimDevice::new(
+            "data0",
+            4096,
+            128 * 256,
+            64,
+            m,
+        )],
+        ..devs
+    };
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    let e = Arc::new(e);
+    let threads = 8;
+    let len = 4000;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let e = e.clone();
+            s.spawn(move || {
+                for i in 0..1500u64 {
+                    let k = key(t * 100_000 + i);
+                    e.put(&k, &value(i, 0, len), Some(Durability::Async))
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let s = e.stats();
+    // The limit, plus what writers admitted at the same instant carry.
+    let margin = threads * stria::memstore::entry_bytes(20, len);
+    assert!(
+        s.memory.peak <= opts.global_limit + margin,
+        "peak {} over limit {} + {margin}",
+        s.memory.peak,
+        opts.global_limit
+    );
+    assert!(s.memory.blocks > 0, "writers never waited: {s:?}");
+    assert!(s.flushes > 10, "{s:?}");
+    let e = Arc::into_inner(e).unwrap();
+    e.close().unwrap();
+}
+
+#[test]
+fn compaction_bounds_the_files_of_a_region_and_frees_their_space() {
+    let devs = Devices::new(1, 1, 64, &model(5));
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    let mut model = BTreeMap::new();
+    for round in 0..12u64 {
+        for i in 0..200u64 {
+            let k = key(i);
+            if (i + round) % 5 == 0 {
+                e.delete(&k, Some(Durability::Write)).unwrap();
+                model.remove(&k);
+            } else {
+                let v = value(i, round, 300);
+                e.put(&k, &v, Some(Durability::Write)).unwrap();
+                model.insert(k, v);
+            }
+        }
+        e.flush_all().unwrap();
+    }
+    let s = e.stats();
+    assert!(s.compactions >= 2, "{s:?}");
+    assert!(
+        s.region_files.iter().all(|&f| f <= opts.compact_at + 1),
+        "{s:?}"
+    );
+    check(&e, 200, &model);
+    e.close().unwrap();
+    let (e, _) = open(&devs, &opts);
+    check(&e, 200, &model);
+    let used: u64 = e.files().iter().map(|f| f.len).sum();
+    assert!(used < 4 << 20, "compaction left {used} bytes of files");
+    e.close().unwrap();
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() {
+    let devs = Devices::new(1, 1, 64, &model(6));
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    let big_key = vec![b'k'; opts.max_key + 1];
+    let err = e.put(&big_key, b"v", None).unwrap_err();
+    assert!(matches!(err, EngineError::TooLarge { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!("a key of 1025 bytes is over the limit of 1024 bytes (memstore.max-key)")
+    );
+    let err = e.put(b"k", &vec![0; opts.max_value + 1], None).unwrap_err();
+    assert!(err.to_string().contains("memstore.max-value"), "{err}");
+    assert!(matches!(
+        e.put(b"", b"v", None),
+        Err(EngineError::BadRange(_))
+    ));
+    // A batch with one bad pair writes none of it.
+    let err = e
+        .put_batch(&[(b"ok", b"1"), (&big_key, b"2")], None)
+        .unwrap_err();
+    assert!(matches!(err, EngineError::TooLarge { .. }));
+    assert_eq!(e.get(b"ok").unwrap(), None);
+    assert!(matches!(
+        e.scan(b"m", Some(b"a"), 10),
+        Err(EngineError::BadRange(_))
+    ));
+    assert_eq!(e.stats().writes, 0);
+    e.close().unwrap();
+}
+
+#[test]
+fn a_corrupt_block_is_an_error_naming_device_and_block_never_data() {
+    let devs = Devices::new(1, 1, 64, &model(7));
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    let model = fill(&e, 300, 200);
+    e.flush_all().unwrap();
+    let files = e.files();
+    let f = files
+        .iter()
+        .find(|f| f.entries > 50)
+        .expect("a file with entries");
+    // Scribble over the file's first block.
+    let dev = &e.data_devices()[f.device as usize];
+    let mut q = dev.open_queue().unwrap();
+    let mut buf = dev.alloc_buf(4096);
+    buf.fill(0xa5);
+    let lba = f.offset / 4096;
+    wait::run(&mut q, Request::write(0, lba, vec![buf]))
+        .unwrap()
+        .result
+        .unwrap();
+    let mut errors = 0;
+    for i in 0..300 {
+        match e.get(&key(i)) {
+            Ok(v) => assert_eq!(v.as_ref(), model.get(&key(i)), "key {i}: wrong data"),
+            Err(EngineError::Corrupt {
+                device, lba: at, ..
+            }) => {
+                assert_eq!(device, "data0");
+                assert_eq!(at, lba);
+                errors += 1;
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert!(errors > 0);
+    assert!(matches!(
+        e.scan(b"", None, usize::MAX),
+        Err(EngineError::Corrupt { .. })
+    ));
+    e.close().unwrap();
+}
+
+#[test]
+fn the_regions_of_the_devices_are_kept() {
+    let devs = Devices::new(1, 1, 64, &model(8));
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    e.put(b"a", b"1", None).unwrap();
+    e.close().unwrap();
+    let mut other = opts.clone();
+    other.split_keys = vec![b"m".to_vec()];
+    let err = stria::engine::Engine::open(devs.engine_devices(), other)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("3 regions"), "{err}");
+    let (e, _) = open(&devs, &opts);
+    assert_eq!(e.get(b"a").unwrap(), Some(b"1".to_vec()));
+    e.close().unwrap();
+}
+
+#[test]
+fn flushes_let_the_wal_reclaim_its_segments() {
+    let devs = Devices::new(1, 1, 64, &model(9));
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    // Several times the WAL (16 MiB) and the global limit.
+    for i in 0..12_000u64 {
+        e.put(&key(i % 2000), &value(i, 0, 3000), Some(Durability::Async))
+            .unwrap();
+    }
+    e.flush_all().unwrap();
+    let s = e.stats();
+    assert!(s.replay_point > 12_000, "{s:?}");
+    e.close().unwrap();
+    let (e, report) = open(&devs, &opts);
+    assert_eq!(report.replayed, 0, "{report}");
+    for i in 10_000..12_000u64 {
+        assert_eq!(e.get(&key(i % 2000)).unwrap(), Some(value(i, 0, 3000)));
+    }
+    e.close().unwrap();
+}
