@@ -51,6 +51,7 @@ use std::thread::JoinHandle;
 pub use error::{EngineError, Result};
 pub use open::{EngineDevices, OpenReport};
 pub use stats::EngineStats;
+pub use write::Pending;
 
 use crate::config::{Config, Durability};
 use crate::device::Device;

@@ -50,11 +50,16 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     }
 
     /// Puts (`Some(value)`) and deletes (`None`) at `durability`.
-    pub fn write_batch(
-        &self,
-        writes: &[(&[u8], Option<&[u8]>)],
-        durability: Option<Durability>,
-    ) -> Result<()> {
+    pub fn write_batch(&self, writes: &[(&[u8], Option<&[u8]>)], durability: Option<Durability>) -> Result<()> {
+        self.submit(writes, durability)?.wait()
+    }
+
+    /// Starts a batch of puts and deletes and returns without waiting for
+    /// the acknowledgement: the way a client keeps many writes in flight.
+    /// The writes become visible when [`Pending::wait`] returns (or the
+    /// `Pending` is dropped, which waits too). Waits only while the
+    /// memstores are over the global limit or the WAL's ring is full.
+    pub fn submit(&self, writes: &[(&[u8], Option<&[u8]>)], durability: Option<Durability>) -> Result<Pending<'_, D>> {
         let inner = &*self.inner;
         let level = durability.unwrap_or(inner.opts.durability);
         for (key, value) in writes {
@@ -68,15 +73,10 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
             .sum();
         inner.admit(bytes)?;
-        // Appends go out region by region in index order, each under its
-        // region's lock.
-        let mut order: Vec<usize> = (0..writes.len()).collect();
-        order.sort_by_key(|&i| inner.regions.of(writes[i].0));
         let mut admitted: Vec<Admitted> = Vec::with_capacity(writes.len());
         let mut failure = None;
-        for &i in &order {
-            let (key, value) = writes[i];
-            match inner.append(key, value, level) {
+        for (key, value) in writes {
+            match inner.append(key, *value, level) {
                 Ok(a) => admitted.push(a),
                 Err(e) => {
                     failure = Some(e);
@@ -84,19 +84,60 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 }
             }
         }
-        for a in admitted {
-            if let Err(e) = inner.complete(a, level) {
+        inner.counters.writes.fetch_add(admitted.len() as u64, Ordering::Relaxed);
+        let pending = Pending {
+            inner,
+            level,
+            admitted,
+        };
+        match failure {
+            Some(e) => {
+                drop(pending);
+                Err(e)
+            }
+            None => Ok(pending),
+        }
+    }
+}
+
+/// Writes on their way: see [`Engine::submit`].
+#[must_use = "a submitted batch is acknowledged by waiting for it"]
+pub struct Pending<'e, D: Device<Queue: Send> + Clone> {
+    inner: &'e Inner<D>,
+    level: Durability,
+    admitted: Vec<Admitted>,
+}
+
+impl<D: Device<Queue: Send> + Clone> Pending<'_, D> {
+    /// Waits until every write of the batch is acknowledged at its level
+    /// and visible.
+    pub fn wait(mut self) -> Result<()> {
+        self.complete()
+    }
+
+    /// True once [`Pending::wait`] would not wait.
+    pub fn is_done(&self) -> bool {
+        self.level == Durability::None || self.admitted.iter().all(|a| a.ticket.is_done())
+    }
+
+    fn complete(&mut self) -> Result<()> {
+        let mut failure = None;
+        for a in self.admitted.drain(..) {
+            if let Err(e) = self.inner.complete(a, self.level) {
                 failure.get_or_insert(e);
             }
         }
-        inner
-            .counters
-            .writes
-            .fetch_add(writes.len() as u64, Ordering::Relaxed);
         match failure {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+impl<D: Device<Queue: Send> + Clone> Drop for Pending<'_, D> {
+    fn drop(&mut self) {
+        // A memstore waits for its admitted writes before it is flushed.
+        let _ = self.complete();
     }
 }
 

@@ -335,3 +335,59 @@ fn flushes_let_the_wal_reclaim_its_segments() {
     }
     e.close().unwrap();
 }
+
+#[test]
+fn a_write_is_invisible_until_acknowledged_at_its_level() {
+    // A WAL device whose writes take 300 ms: the put is in flight that long.
+    let mut slow = model(10);
+    slow.write_us = 300_000;
+    slow.flush_us = 300_000;
+    let devs = Devices::new(1, 1, 64, &model(10));
+    let devs = Devices {
+        wal: vec![stria::device::sim::SimDevice::new("wal0", 4096, 4096, 64, slow)],
+        ..devs
+    };
+    let (e, _) = open(&devs, &options());
+    let e = Arc::new(e);
+    for level in [Durability::Write, Durability::Sync] {
+        let k = format!("key-{level:?}").into_bytes();
+        let writer = {
+            let (e, k) = (e.clone(), k.clone());
+            std::thread::spawn(move || e.put(&k, b"v", Some(level)).unwrap())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!writer.is_finished());
+        assert_eq!(e.get(&k).unwrap(), None, "{level:?}: visible before its ack");
+        let scanned = e.scan(b"", None, 10).unwrap();
+        assert!(scanned.iter().all(|(sk, _)| *sk != k), "{level:?}: a scan saw it before its ack");
+        writer.join().unwrap();
+        assert_eq!(e.get(&k).unwrap(), Some(b"v".to_vec()), "{level:?}");
+    }
+    Arc::into_inner(e).unwrap().close().unwrap();
+}
+
+#[test]
+fn submitted_batches_are_acknowledged_when_waited_for() {
+    let devs = Devices::new(2, 1, 64, &model(11));
+    let (e, _) = open(&devs, &options());
+    let keys: Vec<Vec<u8>> = (0..500).map(key).collect();
+    let vals: Vec<Vec<u8>> = (0..500).map(|i| value(i, 0, 100)).collect();
+    let mut pending = Vec::new();
+    for chunk in 0..10 {
+        let writes: Vec<(&[u8], Option<&[u8]>)> = (chunk * 50..chunk * 50 + 50)
+            .map(|i| (keys[i].as_slice(), Some(vals[i].as_slice())))
+            .collect();
+        pending.push(e.submit(&writes, Some(Durability::Sync)).unwrap());
+    }
+    for p in pending {
+        p.wait().unwrap();
+    }
+    for (k, v) in keys.iter().zip(&vals) {
+        assert_eq!(e.get(k).unwrap().as_ref(), Some(v));
+    }
+    // A dropped batch is still completed: its memstore can be flushed.
+    drop(e.submit(&[(b"dropped", Some(b"x"))], None).unwrap());
+    e.flush_all().unwrap();
+    assert_eq!(e.get(b"dropped").unwrap(), Some(b"x".to_vec()));
+    e.close().unwrap();
+}
