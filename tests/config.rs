@@ -449,7 +449,7 @@ fn an_error_in_a_default_names_no_line() {
     .to_string();
     assert_eq!(
         err,
-        "test.yaml: wal.max-batch: 1048576 bytes must be whole 4096-byte blocks of device \"wal0\", at least one and at most a segment (524288)"
+        "test.yaml: wal.max-batch: 9437184 bytes must be whole 4096-byte blocks of device \"wal0\", at least one and at most a segment (524288)"
     );
 }
 
@@ -540,4 +540,64 @@ fn spdk_namespace_is_checked() {
         err.contains("`namespace` does not apply to the sim backend"),
         "{err}"
     );
+}
+
+#[test]
+fn regions_split_the_key_space_evenly_or_at_the_given_keys() {
+    let cfg = parse(GOOD).unwrap();
+    assert_eq!(cfg.memstore.regions, 16);
+    assert_eq!(cfg.memstore.split_keys.len(), 15);
+    assert_eq!(cfg.memstore.split_keys[0], vec![0x10, 0x00]);
+    // The default value limit is what fits in a 256 KiB WAL batch.
+    assert_eq!(cfg.memstore.max_key, 16 << 10);
+    assert_eq!(cfg.memstore.max_value, (256 << 10) - (16 << 10) - 128);
+    let cfg = parse(&format!(
+        "{GOOD}memstore: {{ split-keys: [g, p], max-key: 1KiB, max-value: 64KiB }}\n"
+    ))
+    .unwrap();
+    assert_eq!(cfg.memstore.regions, 3);
+    assert_eq!(cfg.memstore.split_keys, vec![b"g".to_vec(), b"p".to_vec()]);
+    assert_eq!((cfg.memstore.max_key, cfg.memstore.max_value), (1024, 64 << 10));
+    let cfg = parse(&format!(
+        "{GOOD}flush: {{ block-size: 16KiB, bloom-bits: 12, compact-at: 6, manifest-size: 1MiB }}\n"
+    ))
+    .unwrap();
+    assert_eq!(cfg.flush.block_size, 16 << 10);
+    assert_eq!((cfg.flush.bloom_bits, cfg.flush.compact_at), (12, 6));
+    assert_eq!(cfg.flush.manifest_size, 1 << 20);
+}
+
+#[test]
+fn split_keys_out_of_order() {
+    let err = parse(&format!("{GOOD}memstore: {{ split-keys: [p, g] }}\n")).unwrap_err();
+    assert_eq!(
+        err,
+        "test.yaml:14:29: memstore.split-keys[1]: \"g\" is not after the split key before it (\"p\"); split keys must be strictly increasing"
+    );
+}
+
+#[test]
+fn regions_and_split_keys_together() {
+    let err = parse(&format!("{GOOD}memstore: {{ regions: 4, split-keys: [g] }}\n")).unwrap_err();
+    assert_eq!(err, "test.yaml:14:22: memstore.regions: give regions or split-keys, not both");
+}
+
+#[test]
+fn a_value_limit_that_does_not_fit_a_wal_batch() {
+    let err = parse(&format!("{GOOD}memstore: {{ max-value: 1MiB }}\n")).unwrap_err();
+    assert_eq!(
+        err,
+        "test.yaml:14:24: memstore.max-value: a 16384-byte key and a 1048576-byte value do not fit in one WAL batch (wal.max-batch is 262144 bytes; raise it to at least 1069056 or lower the limits)"
+    );
+}
+
+#[test]
+fn bad_flush_settings() {
+    let err = parse(&format!("{GOOD}flush: {{ compact-at: 1 }}\n")).unwrap_err();
+    assert_eq!(err, "test.yaml:14:22: flush.compact-at: 1 is outside 2 to 1000");
+    let err = parse(&format!("{GOOD}flush: {{ manifest-size: 100KiB }}\n")).unwrap_err();
+    assert!(err.contains("flush.manifest-size: 102400 bytes is not a multiple of 64KiB"), "{err}");
+    let err = parse(&format!("{GOOD}flush: {{ manifest-size: 64MiB }}\n")).unwrap_err();
+    assert!(err.contains("devices[2].size"), "{err}");
+    assert!(err.contains("the manifest (67108864 bytes)"), "{err}");
 }
