@@ -9,6 +9,8 @@ use tracing_subscriber::EnvFilter;
 
 use stria::admin::{self, Formatted};
 use stria::bench::devbench::{self, DevbenchOptions};
+use stria::bench::flush::{self as flushbench, FlushOptions};
+use stria::bench::ingest::{self, IngestOptions, VerifyOptions};
 use stria::bench::walpe::{self, WalPeOptions};
 use stria::config::{Config, Durability, IdlePolicy};
 
@@ -119,6 +121,119 @@ enum Bench {
         #[arg(long)]
         keep: bool,
     },
+    /// Accumulo's TestIngest: C clients each write R records through the
+    /// engine, BatchWriter style, and report records/s and batch latency.
+    ///
+    /// Client c writes records i = S..S+R. Key: 8 bytes of xxh3(c, i), then
+    /// `c<c>-r<i>` (the hash spreads keys over all regions); value: V bytes
+    /// computed from (c, i), so `stria bench verify` with the same
+    /// --clients, --records, --value-size and --start can check them. Each
+    /// client fills batches of a quarter of --batch-bytes (at most 1 MiB),
+    /// submits them without waiting while less than --batch-bytes are
+    /// unacknowledged, and otherwise waits for its oldest batch.
+    ///
+    /// Writes into the engine of the map (sim devices start empty; file
+    /// devices need `stria format` first and keep what is written).
+    /// Example: stria bench ingest --config conf/sim.yaml --clients 5
+    /// --records 1000000 --value-size 500 --durability sync
+    Ingest {
+        /// The YAML device map (default: the embedded conf/local.yaml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Client threads.
+        #[arg(long, default_value_t = 4)]
+        clients: usize,
+        /// Records each client writes.
+        #[arg(long, default_value_t = 100_000)]
+        records: u64,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 50)]
+        value_size: usize,
+        /// none, async, write or sync (default: the map's wal.durability).
+        #[arg(long, value_parser = parse_durability)]
+        durability: Option<Durability>,
+        /// Bytes of keys and values each client keeps in batches not yet
+        /// acknowledged (4096, 512KiB, 8MiB, ...); batches are a quarter
+        /// of it, at most 1MiB.
+        #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+        batch_bytes: u64,
+        /// The first record number of every client.
+        #[arg(long, default_value_t = 0)]
+        start: u64,
+    },
+    /// Accumulo's VerifyIngest: opens (recovers) the engine and reads back
+    /// every record `stria bench ingest` wrote with the same --clients,
+    /// --records, --value-size and --start, one thread per client.
+    ///
+    /// Prints how many records are right, missing or wrong, with get
+    /// latency; exits with status 1 if any is missing or wrong. Use it on
+    /// file devices (sim devices are empty at every open).
+    Verify {
+        /// The YAML device map (default: the embedded conf/local.yaml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Clients the ingest ran (one reader thread each).
+        #[arg(long, default_value_t = 4)]
+        clients: usize,
+        /// Records each client wrote.
+        #[arg(long, default_value_t = 100_000)]
+        records: u64,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 50)]
+        value_size: usize,
+        /// The first record number of every client.
+        #[arg(long, default_value_t = 0)]
+        start: u64,
+    },
+    /// HBASE-6466: does flush throughput scale with flush reactors, and do
+    /// writers wait less for memory?
+    ///
+    /// For each count in --flush-reactors, a fresh engine with that many
+    /// flush reactors (unpinned, so more reactors than cores is fine; idle
+    /// policy from the map), --regions regions split evenly and memstores
+    /// frozen at --flush-size; --writers write --bytes of keys and values
+    /// at durability `write`, then everything is flushed. One table row per
+    /// count: writes/s, flush MB/s (flushed bytes over the whole run),
+    /// writer blocks and blocked time, and ratios to the first row.
+    ///
+    /// Only for maps whose WAL and data devices are all sim devices (each
+    /// run starts blank); conf/sim-flush.yaml has four bandwidth-limited
+    /// data devices. Example: stria bench flush --config conf/sim-flush.yaml
+    /// --regions 16 --flush-size 8MiB --flush-reactors 1,2,4
+    Flush {
+        /// The YAML device map; must use sim devices only.
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Regions (split evenly on the first two key bytes).
+        #[arg(long, default_value_t = 16)]
+        regions: u32,
+        /// Memstore size at which a region is frozen and flushed (default:
+        /// the map's memstore.flush-size).
+        #[arg(long, value_parser = parse_size)]
+        flush_size: Option<u64>,
+        /// Flush reactor counts to compare, comma separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        flush_reactors: Vec<usize>,
+        /// Bytes of keys and values written per run.
+        #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+        bytes: u64,
+        /// Writer threads.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 1000)]
+        value_size: usize,
+        /// Bytes each writer keeps in batches not yet acknowledged.
+        #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+        batch_bytes: u64,
+    },
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|_| format!("{s:?} is not a size (use 4096, 64KiB, 8MiB, 2GiB, ...)"))
 }
 
 fn parse_durability(s: &str) -> Result<Durability, String> {
@@ -271,6 +386,79 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 keep,
             };
             let report = walpe::run(&cfg, &opts).map_err(|e| e.to_string())?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Ingest {
+            config,
+            clients,
+            records,
+            value_size,
+            durability,
+            batch_bytes,
+            start,
+        }) => {
+            let cfg = load(config.as_ref())?;
+            let opts = IngestOptions {
+                clients,
+                records,
+                start,
+                value_size,
+                durability: durability.unwrap_or(cfg.wal.durability),
+                window: batch_bytes,
+            };
+            let report = ingest::ingest(&cfg, &opts, |open| println!("opened: {open}"))
+                .map_err(|e| e.to_string())?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Verify {
+            config,
+            clients,
+            records,
+            value_size,
+            start,
+        }) => {
+            let cfg = load(config.as_ref())?;
+            let opts = VerifyOptions {
+                clients,
+                records,
+                start,
+                value_size,
+            };
+            let report = ingest::verify(&cfg, &opts, |open| println!("opened: {open}"))
+                .map_err(|e| e.to_string())?;
+            print!("{report}");
+            if !report.passed() {
+                return Err(format!(
+                    "verify failed: {} records missing, {} wrong",
+                    report.missing, report.wrong
+                ));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Flush {
+            config,
+            regions,
+            flush_size,
+            flush_reactors,
+            bytes,
+            writers,
+            value_size,
+            batch_bytes,
+        }) => {
+            let cfg = load(Some(&config))?;
+            let opts = FlushOptions {
+                regions,
+                flush_size: flush_size.unwrap_or(cfg.memstore.flush_size),
+                reactors: flush_reactors,
+                bytes,
+                writers,
+                value_size,
+                window: batch_bytes,
+            };
+            let report = flushbench::run(&cfg, &opts, |run| println!("{}", run.line()))
+                .map_err(|e| e.to_string())?;
             print!("{report}");
             Ok(ExitCode::SUCCESS)
         }

@@ -2,6 +2,8 @@
 
 pub mod devbench;
 pub mod device;
+pub mod flush;
+pub mod ingest;
 pub mod latency;
 pub mod table;
 pub mod walpe;
