@@ -557,7 +557,10 @@ fn regions_split_the_key_space_evenly_or_at_the_given_keys() {
     .unwrap();
     assert_eq!(cfg.memstore.regions, 3);
     assert_eq!(cfg.memstore.split_keys, vec![b"g".to_vec(), b"p".to_vec()]);
-    assert_eq!((cfg.memstore.max_key, cfg.memstore.max_value), (1024, 64 << 10));
+    assert_eq!(
+        (cfg.memstore.max_key, cfg.memstore.max_value),
+        (1024, 64 << 10)
+    );
     let cfg = parse(&format!(
         "{GOOD}flush: {{ block-size: 16KiB, bloom-bits: 12, compact-at: 6, manifest-size: 1MiB }}\n"
     ))
@@ -578,8 +581,14 @@ fn split_keys_out_of_order() {
 
 #[test]
 fn regions_and_split_keys_together() {
-    let err = parse(&format!("{GOOD}memstore: {{ regions: 4, split-keys: [g] }}\n")).unwrap_err();
-    assert_eq!(err, "test.yaml:14:22: memstore.regions: give regions or split-keys, not both");
+    let err = parse(&format!(
+        "{GOOD}memstore: {{ regions: 4, split-keys: [g] }}\n"
+    ))
+    .unwrap_err();
+    assert_eq!(
+        err,
+        "test.yaml:14:22: memstore.regions: give regions or split-keys, not both"
+    );
 }
 
 #[test]
@@ -594,9 +603,15 @@ fn a_value_limit_that_does_not_fit_a_wal_batch() {
 #[test]
 fn bad_flush_settings() {
     let err = parse(&format!("{GOOD}flush: {{ compact-at: 1 }}\n")).unwrap_err();
-    assert_eq!(err, "test.yaml:14:22: flush.compact-at: 1 is outside 2 to 1000");
+    assert_eq!(
+        err,
+        "test.yaml:14:22: flush.compact-at: 1 is outside 2 to 1000"
+    );
     let err = parse(&format!("{GOOD}flush: {{ manifest-size: 100KiB }}\n")).unwrap_err();
-    assert!(err.contains("flush.manifest-size: 102400 bytes is not a multiple of 64KiB"), "{err}");
+    assert!(
+        err.contains("flush.manifest-size: 102400 bytes is not a multiple of 64KiB"),
+        "{err}"
+    );
     let err = parse(&format!("{GOOD}flush: {{ manifest-size: 64MiB }}\n")).unwrap_err();
     assert!(err.contains("devices[2].size"), "{err}");
     assert!(err.contains("the manifest (67108864 bytes)"), "{err}");

@@ -117,6 +117,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     fn flush(&self, queues: &mut [D::Queue], r: u32, ms: Arc<Memstore>) -> Result<()> {
         let started = Instant::now();
         while ms.pending() > 0 {
+            ms.insert_acknowledged();
+            if ms.pending() == 0 {
+                break;
+            }
             if let Some(e) = self.failure() {
                 return Err(e);
             }
@@ -393,6 +397,11 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             spare: Vec::new(),
             done: Vec::new(),
             overflow: false,
+            spin: self
+                .opts
+                .flush_reactors
+                .first()
+                .is_some_and(|c| c.idle == crate::config::IdlePolicy::Poll),
         };
         let filled = fill(&mut builder, &mut w);
         if let Err(e) = filled {
@@ -441,6 +450,8 @@ pub(super) struct FileWriter<'a, D: Device> {
     spare: Vec<IoBuf>,
     done: Vec<Completion>,
     overflow: bool,
+    /// Under the `poll` idle policy, spin on the queue instead of sleeping.
+    spin: bool,
 }
 
 impl<D: Device> FileWriter<'_, D> {
@@ -507,6 +518,16 @@ impl<D: Device> FileWriter<'_, D> {
             if !block || self.in_flight < self.depth || self.in_flight == 0 {
                 return Ok(());
             }
+            self.idle();
+        }
+    }
+
+    /// Waits a little for a completion: spins under `poll`, else sleeps
+    /// until the queue's wait hint says one may be ready.
+    fn idle(&self) {
+        if self.spin {
+            std::hint::spin_loop();
+        } else {
             wait::wait(self.queue.wait_hint(), Duration::from_millis(10));
         }
     }
@@ -519,7 +540,7 @@ impl<D: Device> FileWriter<'_, D> {
                 first.get_or_insert(e);
             }
             if self.in_flight == before {
-                wait::wait(self.queue.wait_hint(), Duration::from_millis(10));
+                self.idle();
             }
         }
         match first {

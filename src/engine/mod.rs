@@ -157,6 +157,10 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     high_lsn: AtomicU64,
     next_memstore: AtomicU64,
     next_file: AtomicU64,
+    /// When the engine opened, and when (µs after) writers last asked for
+    /// flushes above the low-water mark.
+    started: std::time::Instant,
+    relieved_at: AtomicU64,
     /// The first error a flush or the WAL hit; writes are refused after it.
     failed: Mutex<Option<String>>,
     counters: Counters,

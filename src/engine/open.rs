@@ -255,6 +255,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             high_lsn: AtomicU64::new(recovered.next_lsn.saturating_sub(1)),
             next_memstore,
             next_file: AtomicU64::new(state.next_file_id.max(1)),
+            started: Instant::now(),
+            relieved_at: AtomicU64::new(0),
             failed: Mutex::new(None),
             counters: Counters::new(data_devices),
             wal,

@@ -7,6 +7,7 @@
 //! goes first (it frees the most memory), then compactions.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ pub enum Job {
 pub struct Scheduler {
     state: Mutex<State>,
     changed: Condvar,
+    /// Flushes queued plus jobs running, readable without the lock.
+    active: AtomicUsize,
 }
 
 struct State {
@@ -44,7 +47,18 @@ impl Scheduler {
                 running: 0,
             }),
             changed: Condvar::new(),
+            active: AtomicUsize::new(0),
         }
+    }
+
+    /// Flushes queued plus jobs running.
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    fn count(&self, s: &State) {
+        self.active
+            .store(s.flushes.len() + s.running, Ordering::Relaxed);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -52,7 +66,10 @@ impl Scheduler {
     }
 
     pub fn push_flush(&self, region: u32, ms: Arc<Memstore>) {
-        self.lock().flushes.push((region, ms));
+        let mut s = self.lock();
+        s.flushes.push((region, ms));
+        self.count(&s);
+        drop(s);
         self.changed.notify_all();
     }
 
@@ -74,6 +91,7 @@ impl Scheduler {
             }
             if let Some(job) = s.pick() {
                 s.running += 1;
+                self.count(&s);
                 return Some(job);
             }
             s = self.changed.wait(s).expect("scheduler lock");
@@ -88,6 +106,7 @@ impl Scheduler {
             Job::Compact(r) => s.compacting[*r as usize] = false,
         }
         s.running -= 1;
+        self.count(&s);
         drop(s);
         self.changed.notify_all();
     }

@@ -2,13 +2,13 @@
 //! region lock, the insert once acknowledged, and freezing full memstores.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use super::error::{EngineError, Result};
 use super::{Engine, Inner};
 use crate::config::Durability;
 use crate::device::Device;
-use crate::memstore::{entry_bytes, Memstore};
+use crate::memstore::{entry_bytes, Inserter, Memstore};
 use crate::table::EntryKind;
 use crate::wal::format::RecordOp;
 use crate::wal::Ticket;
@@ -50,52 +50,98 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     }
 
     /// Puts (`Some(value)`) and deletes (`None`) at `durability`.
-    pub fn write_batch(&self, writes: &[(&[u8], Option<&[u8]>)], durability: Option<Durability>) -> Result<()> {
-        self.submit(writes, durability)?.wait()
+    pub fn write_batch(
+        &self,
+        writes: &[(&[u8], Option<&[u8]>)],
+        durability: Option<Durability>,
+    ) -> Result<()> {
+        let level = durability.unwrap_or(self.inner.opts.durability);
+        let flight = self.inner.start(writes, level)?;
+        flight.wait_and_insert()
     }
 
     /// Starts a batch of puts and deletes and returns without waiting for
     /// the acknowledgement: the way a client keeps many writes in flight.
-    /// The writes become visible when [`Pending::wait`] returns (or the
-    /// `Pending` is dropped, which waits too). Waits only while the
-    /// memstores are over the global limit or the WAL's ring is full.
-    pub fn submit(&self, writes: &[(&[u8], Option<&[u8]>)], durability: Option<Durability>) -> Result<Pending<'_, D>> {
-        let inner = &*self.inner;
-        let level = durability.unwrap_or(inner.opts.durability);
-        for (key, value) in writes {
-            inner.check(key, value.map_or(0, <[u8]>::len))?;
-        }
-        if let Some(e) = inner.failure() {
-            return Err(e);
-        }
-        let bytes: u64 = writes
-            .iter()
-            .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
-            .sum();
-        inner.admit(bytes)?;
-        let mut admitted: Vec<Admitted> = Vec::with_capacity(writes.len());
-        let mut failure = None;
-        for (key, value) in writes {
-            match inner.append(key, *value, level) {
-                Ok(a) => admitted.push(a),
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
+    /// The writes become visible when they are acknowledged and either
+    /// [`Pending::wait`] returns or a flush of their memstore inserts them
+    /// (so a thread may hold many `Pending`s while it submits more). Dropping
+    /// a `Pending` waits for it. Waits only while the memstores are over the
+    /// global limit or the WAL's ring is full.
+    pub fn submit(
+        &self,
+        writes: &[(&[u8], Option<&[u8]>)],
+        durability: Option<Durability>,
+    ) -> Result<Pending<'_, D>> {
+        let level = durability.unwrap_or(self.inner.opts.durability);
+        let flight = Arc::new(self.inner.start(writes, level)?);
+        flight.register(&flight);
+        Ok(Pending {
+            flight,
+            _engine: std::marker::PhantomData,
+        })
+    }
+}
+
+/// Writes appended to the WAL whose inserts are still to do.
+struct InFlight<D: Device<Queue: Send> + Clone> {
+    inner: Arc<Inner<D>>,
+    level: Durability,
+    /// The last append: acknowledged last (acks go in LSN order).
+    last: Option<Ticket>,
+    admitted: Mutex<Vec<Admitted>>,
+    failed: Mutex<Option<String>>,
+}
+
+impl<D: Device<Queue: Send> + Clone> InFlight<D> {
+    /// Lets the memstores the writes went to insert them once acknowledged.
+    fn register(&self, me: &Arc<InFlight<D>>) {
+        let admitted = self.admitted.lock().expect("in-flight lock");
+        let mut seen: Vec<&Arc<Memstore>> = Vec::new();
+        for a in admitted.iter() {
+            if !seen.iter().any(|m| Arc::ptr_eq(m, &a.ms)) {
+                seen.push(&a.ms);
+                let weak: Weak<dyn Inserter> = Arc::downgrade(me) as Weak<dyn Inserter>;
+                a.ms.register(weak);
             }
         }
-        inner.counters.writes.fetch_add(admitted.len() as u64, Ordering::Relaxed);
-        let pending = Pending {
-            inner,
-            level,
-            admitted,
-        };
-        match failure {
-            Some(e) => {
-                drop(pending);
-                Err(e)
+    }
+
+    fn is_acknowledged(&self) -> bool {
+        self.last.as_ref().is_none_or(Ticket::is_done)
+    }
+
+    /// Inserts whatever is not inserted yet (waiting for the acks).
+    fn insert(&self) -> Result<()> {
+        // The lock is held until every write is in, so whoever comes second
+        // (the writer or a flush) returns only once they are visible.
+        let mut guard = self.admitted.lock().expect("in-flight lock");
+        for a in std::mem::take(&mut *guard) {
+            if let Err(e) = self.inner.complete(a, self.level) {
+                self.failed
+                    .lock()
+                    .expect("in-flight lock")
+                    .get_or_insert(e.to_string());
             }
-            None => Ok(pending),
+        }
+        drop(guard);
+        match self.failed.lock().expect("in-flight lock").as_ref() {
+            Some(why) => Err(EngineError::Failed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn wait_and_insert(&self) -> Result<()> {
+        if let Some(t) = &self.last {
+            let _ = t.wait();
+        }
+        self.insert()
+    }
+}
+
+impl<D: Device<Queue: Send> + Clone> Inserter for InFlight<D> {
+    fn insert_acknowledged(&self) {
+        if self.is_acknowledged() {
+            let _ = self.insert();
         }
     }
 }
@@ -103,41 +149,26 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
 /// Writes on their way: see [`Engine::submit`].
 #[must_use = "a submitted batch is acknowledged by waiting for it"]
 pub struct Pending<'e, D: Device<Queue: Send> + Clone> {
-    inner: &'e Inner<D>,
-    level: Durability,
-    admitted: Vec<Admitted>,
+    flight: Arc<InFlight<D>>,
+    _engine: std::marker::PhantomData<&'e Engine<D>>,
 }
 
 impl<D: Device<Queue: Send> + Clone> Pending<'_, D> {
     /// Waits until every write of the batch is acknowledged at its level
     /// and visible.
-    pub fn wait(mut self) -> Result<()> {
-        self.complete()
+    pub fn wait(self) -> Result<()> {
+        self.flight.wait_and_insert()
     }
 
     /// True once [`Pending::wait`] would not wait.
     pub fn is_done(&self) -> bool {
-        self.level == Durability::None || self.admitted.iter().all(|a| a.ticket.is_done())
-    }
-
-    fn complete(&mut self) -> Result<()> {
-        let mut failure = None;
-        for a in self.admitted.drain(..) {
-            if let Err(e) = self.inner.complete(a, self.level) {
-                failure.get_or_insert(e);
-            }
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        self.flight.is_acknowledged()
     }
 }
 
 impl<D: Device<Queue: Send> + Clone> Drop for Pending<'_, D> {
     fn drop(&mut self) {
-        // A memstore waits for its admitted writes before it is flushed.
-        let _ = self.complete();
+        let _ = self.flight.wait_and_insert();
     }
 }
 
@@ -166,81 +197,171 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     }
 
     /// Waits while the memstores are over the global limit, asking for
-    /// the largest regions to be flushed.
+    /// the largest regions to be flushed. Above the low-water mark, with no
+    /// flush reactor idle, asks for flushes without waiting, so the flush
+    /// reactors start before writers have to stop.
     fn admit(&self, _bytes: u64) -> Result<()> {
-        if !self.memory.is_over() {
-            return Ok(());
+        if self.memory.is_over() {
+            return self
+                .memory
+                .wait_below_low(|| self.relieve(), || self.failure());
         }
-        self.memory
-            .wait_below_low(|| self.relieve(), || self.failure())
+        let reactors = self.opts.flush_reactors.len().max(1);
+        if self.memory.total() >= self.memory.low() && self.sched.active() < reactors {
+            // At most once a millisecond: it takes every region's lock.
+            let now = self.started.elapsed().as_micros() as u64;
+            let last = self.relieved_at.load(Ordering::Relaxed);
+            if now >= last + 1000
+                && self
+                    .relieved_at
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                self.relieve();
+            }
+        }
+        Ok(())
     }
 
-    /// Freezes the largest active memstores until what is frozen would
-    /// bring the total below the low-water mark.
+    /// Freezes the largest active memstores until what is left unfrozen is
+    /// below the low-water mark and every flush reactor has a memstore to
+    /// flush (among those at least a quarter of `flush-size`: tiny files
+    /// would only make work for compaction).
     pub(super) fn relieve(&self) {
         let total = self.memory.total();
         let low = self.memory.low();
+        let reactors = self.opts.flush_reactors.len().max(1);
         let mut frozen: u64 = 0;
+        let mut waiting = 0;
         let mut sizes: Vec<(u64, usize)> = Vec::with_capacity(self.region.len());
         for (r, region) in self.region.iter().enumerate() {
             let st = region.lock();
             frozen += st.frozen.iter().map(|m| m.bytes()).sum::<u64>();
+            waiting += st.frozen.len();
             sizes.push((st.active.bytes(), r));
         }
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         for (bytes, r) in sizes {
-            if bytes == 0 || total.saturating_sub(frozen) < low {
+            let under = total.saturating_sub(frozen) < low;
+            if bytes == 0 || (under && (waiting >= reactors || bytes < self.opts.flush_size / 4)) {
                 break;
             }
             self.freeze(r);
             frozen += bytes;
+            waiting += 1;
         }
     }
 
-    /// Charges a write to its region's active memstore and appends it to
-    /// the WAL, both under the region's lock (see the module comment).
-    fn append(&self, key: &[u8], value: Option<&[u8]>, level: Durability) -> Result<Admitted> {
-        let r = self.regions.of(key);
-        let (op, kind, value) = match value {
-            Some(v) => (RecordOp::Put, EntryKind::Put, v.to_vec()),
-            None => (RecordOp::Delete, EntryKind::Delete, Vec::new()),
+    /// Checks and admits `writes`, then appends them region by region,
+    /// each region's under its lock (see the module comment).
+    fn start(
+        self: &Arc<Self>,
+        writes: &[(&[u8], Option<&[u8]>)],
+        level: Durability,
+    ) -> Result<InFlight<D>> {
+        for (key, value) in writes {
+            self.check(key, value.map_or(0, <[u8]>::len))?;
+        }
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        let bytes: u64 = writes
+            .iter()
+            .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
+            .sum();
+        self.admit(bytes)?;
+        let mut order: Vec<(usize, usize)> = writes
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| (self.regions.of(k), i))
+            .collect();
+        order.sort_unstable();
+        let mut admitted: Vec<Admitted> = Vec::with_capacity(writes.len());
+        let mut last = None;
+        let mut failure = None;
+        for group in order.chunk_by(|a, b| a.0 == b.0) {
+            let r = group[0].0;
+            let batch = group.iter().map(|&(_, i)| writes[i]);
+            if let Err(e) = self.append(r, batch, level, &mut admitted, &mut last) {
+                failure = Some(e);
+                break;
+            }
+        }
+        self.counters
+            .writes
+            .fetch_add(admitted.len() as u64, Ordering::Relaxed);
+        let flight = InFlight {
+            inner: self.clone(),
+            level,
+            last,
+            admitted: Mutex::new(admitted),
+            failed: Mutex::new(None),
         };
-        let bytes = entry_bytes(key.len(), value.len());
+        match failure {
+            Some(e) => {
+                let _ = flight.wait_and_insert();
+                Err(e)
+            }
+            None => Ok(flight),
+        }
+    }
+
+    /// Charges writes of region `r` to its active memstore and appends them
+    /// to the WAL, all under the region's lock.
+    fn append<'w>(
+        &self,
+        r: usize,
+        writes: impl Iterator<Item = (&'w [u8], Option<&'w [u8]>)>,
+        level: Durability,
+        out: &mut Vec<Admitted>,
+        last: &mut Option<Ticket>,
+    ) -> Result<()> {
         let region = &self.region[r];
         let mut st = region.lock();
         let ms = st.active.clone();
         if ms.is_unused() {
             ms.set_floor(self.wal.written_lsn());
         }
-        ms.admit(bytes);
-        self.memory.charge(bytes);
-        let ticket = match self
-            .wal
-            .append(op, r as u32, key.to_vec(), value.clone(), level)
-        {
-            Ok(t) => t,
-            Err(e) => {
-                ms.cancel(bytes);
-                self.memory.release(bytes);
-                drop(st);
-                self.fail(format!("WAL append: {e}"));
-                return Err(e.into());
+        let mut result = Ok(());
+        for (key, value) in writes {
+            let (op, kind, value) = match value {
+                Some(v) => (RecordOp::Put, EntryKind::Put, v.to_vec()),
+                None => (RecordOp::Delete, EntryKind::Delete, Vec::new()),
+            };
+            let bytes = entry_bytes(key.len(), value.len());
+            ms.admit(bytes);
+            self.memory.charge(bytes);
+            match self
+                .wal
+                .append(op, r as u32, key.to_vec(), value.clone(), level)
+            {
+                Ok(t) => {
+                    *last = Some(t.clone());
+                    out.push(Admitted {
+                        ms: ms.clone(),
+                        ticket: t,
+                        key: key.to_vec(),
+                        value,
+                        kind,
+                        bytes,
+                    });
+                }
+                Err(e) => {
+                    ms.cancel(bytes);
+                    self.memory.release(bytes);
+                    self.fail(format!("WAL append: {e}"));
+                    result = Err(e.into());
+                    break;
+                }
             }
-        };
+        }
         let full = ms.bytes() >= self.opts.flush_size;
         let frozen = full.then(|| self.freeze_locked(r, &mut st)).flatten();
         drop(st);
         if let Some(ms) = frozen {
             self.sched.push_flush(r as u32, ms);
         }
-        Ok(Admitted {
-            ms,
-            ticket,
-            key: key.to_vec(),
-            value,
-            kind,
-            bytes,
-        })
+        result
     }
 
     /// Waits for the acknowledgement and inserts the write.

@@ -90,12 +90,14 @@ impl Memory {
     }
 
     /// Waits until the total is below the low-water mark, calling `nudge`
-    /// first (to schedule flushes) and checking `stop` on every wake-up
+    /// (to schedule flushes) first and again whenever a wait times out with
+    /// the total still high (writers that got in meanwhile may have refilled
+    /// what the first flushes freed), and checking `stop` on every wake-up
     /// (a failed engine must not leave writers waiting forever). Counts the
     /// wait.
     pub fn wait_below_low<E>(
         &self,
-        nudge: impl FnOnce(),
+        nudge: impl Fn(),
         stop: impl Fn() -> Option<E>,
     ) -> Result<(), E> {
         let started = Instant::now();
@@ -109,11 +111,16 @@ impl Memory {
             if self.total.load(Ordering::SeqCst) < self.low {
                 break Ok(());
             }
-            guard = self
+            let (g, timeout) = self
                 .below
                 .wait_timeout(guard, Duration::from_millis(20))
-                .expect("memory lock")
-                .0;
+                .expect("memory lock");
+            guard = g;
+            if timeout.timed_out() && self.total.load(Ordering::SeqCst) >= self.low {
+                drop(guard);
+                nudge();
+                guard = self.lock.lock().expect("memory lock");
+            }
         };
         drop(guard);
         let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);

@@ -3,6 +3,7 @@
 use std::cmp::Reverse;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, Weak};
 
 use crossbeam_skiplist::SkipMap;
 
@@ -18,11 +19,44 @@ pub fn entry_bytes(key_len: usize, value_len: usize) -> u64 {
     key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
 }
 
+/// Writes admitted to a memstore that can be inserted by someone other
+/// than their writer once the WAL acknowledged them: a flush that waits
+/// for a memstore's pending writes asks them, so a writer that holds
+/// acknowledged writes without waiting for them cannot hold a flush up.
+pub trait Inserter: Send + Sync {
+    /// Inserts the writes if they are acknowledged; otherwise nothing.
+    fn insert_acknowledged(&self);
+}
+
 /// Key of the map: versions of a key sort newest first.
+///
+/// `prefix` is the key's first eight bytes, big-endian and zero-padded,
+/// which orders keys as the bytes do (a key that is shorter sorts first on
+/// equal prefixes through `key`). Most comparisons in the skip list end at
+/// it, without following the pointer to the key's bytes: a cache miss
+/// fewer per level of every search.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Versioned {
+    prefix: u64,
     key: Vec<u8>,
     version: Reverse<u64>,
+}
+
+impl Versioned {
+    fn new(key: Vec<u8>, version: u64) -> Versioned {
+        Versioned {
+            prefix: prefix(&key),
+            key,
+            version: Reverse(version),
+        }
+    }
+}
+
+fn prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 #[derive(Debug)]
@@ -36,7 +70,6 @@ struct Value {
 /// A version is the LSN of the write; a write at `none` durability, which
 /// has no LSN, takes the highest LSN acknowledged so far, and a later
 /// insert with the same version replaces an earlier one.
-#[derive(Debug)]
 pub struct Memstore {
     id: u64,
     map: SkipMap<Versioned, Value>,
@@ -52,6 +85,8 @@ pub struct Memstore {
     /// Every logged write this memstore gets has an LSN above this.
     floor: AtomicU64,
     frozen: AtomicBool,
+    /// Writers' batches that can insert their writes themselves.
+    inserters: Mutex<Vec<Weak<dyn Inserter>>>,
 }
 
 /// Counts of one memstore, for reports.
@@ -79,6 +114,7 @@ impl Memstore {
             max_lsn: AtomicU64::new(0),
             floor: AtomicU64::new(floor),
             frozen: AtomicBool::new(false),
+            inserters: Mutex::new(Vec::new()),
         }
     }
 
@@ -129,13 +165,8 @@ impl Memstore {
         if logged {
             self.max_lsn.fetch_max(version, Ordering::SeqCst);
         }
-        self.map.insert(
-            Versioned {
-                key,
-                version: Reverse(version),
-            },
-            Value { kind, value },
-        );
+        self.map
+            .insert(Versioned::new(key, version), Value { kind, value });
     }
 
     /// Charges bytes without a pending write (replay inserts at once).
@@ -145,10 +176,7 @@ impl Memstore {
 
     /// The newest version of `key`, a tombstone included.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        let probe = Versioned {
-            key: key.to_vec(),
-            version: Reverse(u64::MAX),
-        };
+        let probe = Versioned::new(key.to_vec(), u64::MAX);
         let e = self.map.lower_bound(Bound::Included(&probe))?;
         (e.key().key == key).then(|| Entry {
             key: key.to_vec(),
@@ -167,10 +195,7 @@ impl Memstore {
         to: Option<&[u8]>,
         max: usize,
     ) -> Vec<Entry> {
-        let probe = Versioned {
-            key: from.to_vec(),
-            version: Reverse(if after { 0 } else { u64::MAX }),
-        };
+        let probe = Versioned::new(from.to_vec(), if after { 0 } else { u64::MAX });
         let start = if after {
             Bound::Excluded(probe)
         } else {
@@ -220,6 +245,25 @@ impl Memstore {
             prev = Some(e);
         }
         Ok(())
+    }
+
+    /// Remembers a batch of admitted writes that can insert itself.
+    pub fn register(&self, inserter: Weak<dyn Inserter>) {
+        let mut list = self.inserters.lock().expect("inserters lock");
+        if list.len() >= 64 {
+            list.retain(|w| w.strong_count() > 0);
+        }
+        list.push(inserter);
+    }
+
+    /// Asks every registered batch to insert its writes if acknowledged.
+    pub fn insert_acknowledged(&self) {
+        let list: Vec<Weak<dyn Inserter>> = self.inserters.lock().expect("inserters lock").clone();
+        for w in list {
+            if let Some(i) = w.upgrade() {
+                i.insert_acknowledged();
+            }
+        }
     }
 
     /// Charged bytes.
@@ -319,6 +363,33 @@ mod tests {
         .unwrap();
         assert_eq!(seen, keys);
         assert_eq!(m.max_lsn(), 9);
+    }
+
+    #[test]
+    fn the_inline_prefix_keeps_byte_order() {
+        let m = Memstore::new(1, 0);
+        let keys: [&[u8]; 9] = [
+            b"",
+            b"\0",
+            b"a",
+            b"a\0",
+            b"a\0\x01",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgi",
+            b"b",
+        ];
+        for (i, k) in keys.iter().enumerate().rev() {
+            m.insert(k.to_vec(), i as u64, true, EntryKind::Put, Vec::new());
+        }
+        let got: Vec<Vec<u8>> = m
+            .range_newest(b"", false, None, 100)
+            .into_iter()
+            .map(|e| e.key)
+            .collect();
+        let want: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        assert_eq!(got, want);
+        assert!(m.get(b"abcdefgh\0").is_some() && m.get(b"abcdefg").is_none());
     }
 
     #[test]

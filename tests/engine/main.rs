@@ -344,7 +344,9 @@ fn a_write_is_invisible_until_acknowledged_at_its_level() {
     slow.flush_us = 300_000;
     let devs = Devices::new(1, 1, 64, &model(10));
     let devs = Devices {
-        wal: vec![stria::device::sim::SimDevice::new("wal0", 4096, 4096, 64, slow)],
+        wal: vec![stria::device::sim::SimDevice::new(
+            "wal0", 4096, 4096, 64, slow,
+        )],
         ..devs
     };
     let (e, _) = open(&devs, &options());
@@ -357,9 +359,16 @@ fn a_write_is_invisible_until_acknowledged_at_its_level() {
         };
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert!(!writer.is_finished());
-        assert_eq!(e.get(&k).unwrap(), None, "{level:?}: visible before its ack");
+        assert_eq!(
+            e.get(&k).unwrap(),
+            None,
+            "{level:?}: visible before its ack"
+        );
         let scanned = e.scan(b"", None, 10).unwrap();
-        assert!(scanned.iter().all(|(sk, _)| *sk != k), "{level:?}: a scan saw it before its ack");
+        assert!(
+            scanned.iter().all(|(sk, _)| *sk != k),
+            "{level:?}: a scan saw it before its ack"
+        );
         writer.join().unwrap();
         assert_eq!(e.get(&k).unwrap(), Some(b"v".to_vec()), "{level:?}");
     }
@@ -390,4 +399,39 @@ fn submitted_batches_are_acknowledged_when_waited_for() {
     e.flush_all().unwrap();
     assert_eq!(e.get(b"dropped").unwrap(), Some(b"x".to_vec()));
     e.close().unwrap();
+}
+
+#[test]
+fn a_writer_holding_unwaited_batches_does_not_hold_up_flushes() {
+    // One thread submits several times the global limit without waiting for
+    // any batch: flushes must insert its acknowledged writes themselves, or
+    // the thread would wait for memory that only its own batches hold.
+    let devs = Devices::new(1, 1, 64, &model(12));
+    let (e, _) = open(&devs, &options());
+    let e = Arc::new(e);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = {
+        let e = e.clone();
+        std::thread::spawn(move || {
+            let v = value(0, 0, 2000);
+            let mut pending = Vec::new();
+            for i in 0..3000u64 {
+                pending.push(
+                    e.submit(&[(&key(i), Some(&v))], Some(Durability::Write))
+                        .unwrap(),
+                );
+            }
+            for p in pending {
+                p.wait().unwrap();
+            }
+            tx.send(()).unwrap();
+        })
+    };
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the writer is stuck behind its own batches");
+    writer.join().unwrap();
+    let s = e.stats();
+    assert!(s.flushes >= 5 && s.memory.blocks > 0, "{s:?}");
+    assert_eq!(e.get(&key(2999)).unwrap(), Some(value(0, 0, 2000)));
+    Arc::into_inner(e).unwrap().close().unwrap();
 }
