@@ -137,6 +137,9 @@ pub fn run(
         let mut eo = EngineOptions::from_config(cfg, 0);
         eo.split_keys = MemstoreConfig::even_splits(opts.regions);
         eo.flush_size = opts.flush_size;
+        // Flushes alone: compactions would share the devices' bandwidth and
+        // blur what more flush reactors buy.
+        eo.compact_at = usize::MAX;
         eo.flush_reactors = (0..k)
             .map(|i| ReactorConfig {
                 idle: cfg.reactors.idle,
