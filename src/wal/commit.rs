@@ -81,6 +81,9 @@ pub(crate) struct Published {
     pub sync_lsn: AtomicU64,
     /// The memstores no longer need LSNs at or below this.
     pub released: AtomicU64,
+    /// Segments of every device holding unreleased log, and in all.
+    pub live_segments: AtomicU64,
+    pub total_segments: AtomicU64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -451,6 +454,9 @@ impl<Q: Queue> WalWork<Q> {
                 return n;
             };
             self.log_full_since = None;
+            if p.new_segment.is_some() {
+                self.publish_usage();
+            }
             self.rr = (d + 1) % count;
             let (builder, first, last) = self.ready.pop_front().expect("front exists");
             let fua = self.fua && self.devs[d].volatile && self.sync_waits_in(first, last);
@@ -503,12 +509,15 @@ impl<Q: Queue> WalWork<Q> {
     }
 
     /// Flushes the devices holding written batches while a `sync` append
-    /// waits for them.
+    /// waits for them, or while the log is full: then nothing else can be
+    /// written, and the engine waits for what is written to be durable
+    /// before it records a flush that lets the log be reclaimed.
     fn flush(&mut self) -> usize {
-        let Some(&(want, _)) = self.sync_waiters.front() else {
-            return 0;
-        };
-        if want <= self.sync_lsn || self.failed.is_some() {
+        let sync_waits = self
+            .sync_waiters
+            .front()
+            .is_some_and(|&(want, _)| want > self.sync_lsn);
+        if !(sync_waits || self.log_full_since.is_some()) || self.failed.is_some() {
             return 0;
         }
         let mut n = 0;
@@ -570,7 +579,22 @@ impl<Q: Queue> WalWork<Q> {
                 let freed = dev.segments.reclaim(released);
                 self.stats.segments_reclaimed.add(freed);
             }
+            self.publish_usage();
         }
+    }
+
+    /// Tells writers how much of the log is live (so the engine can flush
+    /// the memstores that pin it before it fills).
+    fn publish_usage(&self) {
+        let (live, total) = self
+            .devs
+            .iter()
+            .map(|d| d.segments.usage())
+            .fold((0, 0), |(l, t), (dl, dt)| (l + dl, t + dt));
+        self.published.live_segments.store(live, Ordering::Relaxed);
+        self.published
+            .total_segments
+            .store(total, Ordering::Relaxed);
     }
 }
 

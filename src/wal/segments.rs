@@ -112,6 +112,12 @@ impl Segments {
         })
     }
 
+    /// Segments holding log that is not released, and segments in all.
+    pub(crate) fn usage(&self) -> (u64, u64) {
+        let live = self.state.iter().filter(|s| **s != State::Free).count() as u64;
+        (live, self.state.len() as u64)
+    }
+
     /// Frees every segment but the current one whose LSNs are all at or
     /// below `released`. Returns how many it freed.
     pub(crate) fn reclaim(&mut self, released: Lsn) -> u64 {

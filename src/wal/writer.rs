@@ -203,6 +203,15 @@ impl Wal {
         Ok(Ticket::new(state))
     }
 
+    /// A barrier if the WAL's ring has room now, without waiting.
+    pub fn try_barrier(&self) -> Option<Ticket> {
+        let state = TicketState::new();
+        self.sender
+            .try_send(Msg::Barrier(state.clone()))
+            .ok()
+            .map(|()| Ticket::new(state))
+    }
+
     fn send(&self, msg: Msg) -> Result<(), WalError> {
         let msg = match self.sender.try_send(msg) {
             Ok(()) => return Ok(()),
@@ -226,6 +235,15 @@ impl Wal {
     /// Every LSN at or below this is durable on the devices.
     pub fn durable_lsn(&self) -> Lsn {
         self.published.sync_lsn.load(Ordering::SeqCst)
+    }
+
+    /// Segments holding log not yet released, and segments in all (both 0
+    /// until the first segment is started or reclaimed).
+    pub fn segment_usage(&self) -> (u64, u64) {
+        (
+            self.published.live_segments.load(Ordering::Relaxed),
+            self.published.total_segments.load(Ordering::Relaxed),
+        )
     }
 
     /// Every LSN at or below this is written (survives a process crash).
