@@ -77,7 +77,7 @@ pub(super) fn spawn<D: Device<Queue: Send> + Clone>(
 }
 
 fn run<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, mut queues: Vec<D::Queue>) {
-    while let Some(job) = inner.sched.next() {
+    while let Some(job) = inner.sched.next(|| inner.relieve_log()) {
         let result = match &job {
             Job::Flush(r, ms) => inner.flush(&mut queues, *r, ms.clone()),
             Job::Compact(r) => inner.compact(&mut queues, *r),
@@ -135,9 +135,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             self.memory.release(ms.bytes());
             return Ok(());
         }
-        let s = ms.stats();
-        let bound =
-            TableBuilder::max_file_bytes(&self.opts.table, s.entries, s.key_bytes, s.value_bytes);
+        // What the file will hold: the newest version of each key.
+        let (mut entries, mut key_bytes, mut value_bytes) = (0u64, 0u64, 0u64);
+        ms.for_each_newest::<()>(|k, _, _, v| {
+            entries += 1;
+            key_bytes += k.len() as u64;
+            value_bytes += v.len() as u64;
+            Ok(())
+        })
+        .expect("counting cannot fail");
+        let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, key_bytes, value_bytes);
         let (dev, offset) = self.allocate(bound)?;
         let written = self.write_file(queues, dev, offset, bound, |builder, w| {
             ms.for_each_newest(|k, lsn, kind, v| {
@@ -160,7 +167,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         // take LSNs at or below the mark out of the log, the WAL would hand
         // them out again, and the next recovery would skip those writes as
         // already flushed.
-        self.wal.barrier()?.wait()?;
+        self.wait_durable(ms.max_lsn())?;
         // The region's flush mark only grows, even for a memstore of
         // unlogged writes alone; files are ordered by it at open.
         let mark = {
@@ -199,6 +206,27 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         Ok(())
     }
 
+    /// Waits until the WAL is durable up to `lsn`, asking for it with a
+    /// barrier when the WAL's ring has room. Not a blocking barrier: when the
+    /// log is full the ring stops moving, and this flush is what frees it
+    /// (the WAL flushes its devices by itself while the log is full).
+    fn wait_durable(&self, lsn: u64) -> Result<()> {
+        let mut nudge: Option<crate::wal::Ticket> = None;
+        while self.wal.durable_lsn() < lsn {
+            if let Some(e) = self.failure() {
+                return Err(e);
+            }
+            if let Some(Err(e)) = nudge.as_ref().and_then(|t| t.poll()) {
+                return Err(e.into());
+            }
+            if nudge.as_ref().is_none_or(|t| t.is_done()) {
+                nudge = self.wal.try_barrier();
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+
     /// Merges every block file of region `r` into one, dropping versions
     /// that newer ones shadow and tombstones (nothing older is left for
     /// them to hide).
@@ -208,10 +236,20 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         if inputs.len() < 2 {
             return Ok(());
         }
+        // The merged file holds at most what its inputs hold; the extra
+        // covers prefix compression that merging can break up. A file that
+        // outgrows it anyway, or a device without room, leaves the files
+        // as they are: a compaction that does not happen loses nothing.
         let input_bytes: u64 = inputs.iter().map(|t| t.file.len).sum();
-        let entries: u64 = inputs.iter().map(|t| t.table.meta().entries).sum();
-        let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, input_bytes, 0);
-        let (dev, offset) = self.allocate(bound)?;
+        let bound = input_bytes + input_bytes / 8 + (64 << 10);
+        let (dev, offset) = match self.allocate(bound) {
+            Ok(at) => at,
+            Err(e @ EngineError::NoSpace { .. }) => {
+                tracing::warn!("compaction of region {r} skipped: {e}");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         let sources = inputs
             .iter()
             .map(|t| Source::Table(t.table.iter_owned(t.source(), Vec::new(), None), t.clone()))

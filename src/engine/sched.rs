@@ -82,8 +82,10 @@ impl Scheduler {
         self.changed.notify_all();
     }
 
-    /// The next job, waiting for one; `None` once stopped.
-    pub fn next(&self) -> Option<Job> {
+    /// The next job, waiting for one; `None` once stopped. While it waits,
+    /// calls `tick` every 10 ms (without the lock), so an idle flush
+    /// reactor can look for work no writer asked for.
+    pub fn next(&self, tick: impl Fn()) -> Option<Job> {
         let mut s = self.lock();
         loop {
             if s.stop {
@@ -94,7 +96,16 @@ impl Scheduler {
                 self.count(&s);
                 return Some(job);
             }
-            s = self.changed.wait(s).expect("scheduler lock");
+            let (g, timeout) = self
+                .changed
+                .wait_timeout(s, Duration::from_millis(10))
+                .expect("scheduler lock");
+            s = g;
+            if timeout.timed_out() {
+                drop(s);
+                tick();
+                s = self.lock();
+            }
         }
     }
 

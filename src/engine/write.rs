@@ -115,13 +115,35 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
         // The lock is held until every write is in, so whoever comes second
         // (the writer or a flush) returns only once they are visible.
         let mut guard = self.admitted.lock().expect("in-flight lock");
+        let mut high = 0;
+        // Writes of one memstore are next to each other (grouped by
+        // region); each run ends its pending state at once.
+        let mut run: Option<(Arc<Memstore>, u64)> = None;
         for a in std::mem::take(&mut *guard) {
-            if let Err(e) = self.inner.complete(a, self.level) {
-                self.failed
-                    .lock()
-                    .expect("in-flight lock")
-                    .get_or_insert(e.to_string());
+            match &mut run {
+                Some((ms, n)) if Arc::ptr_eq(ms, &a.ms) => *n += 1,
+                _ => {
+                    if let Some((ms, n)) = run.take() {
+                        ms.inserted(n);
+                    }
+                    run = Some((a.ms.clone(), 1));
+                }
             }
+            match self.inner.complete(a, self.level) {
+                Ok(version) => high = high.max(version),
+                Err(e) => {
+                    self.failed
+                        .lock()
+                        .expect("in-flight lock")
+                        .get_or_insert(e.to_string());
+                }
+            }
+        }
+        if let Some((ms, n)) = run {
+            ms.inserted(n);
+        }
+        if self.level != Durability::None && high > 0 {
+            self.inner.high_lsn.fetch_max(high, Ordering::SeqCst);
         }
         drop(guard);
         match self.failed.lock().expect("in-flight lock").as_ref() {
@@ -207,8 +229,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 .wait_below_low(|| self.relieve(), || self.failure());
         }
         let reactors = self.opts.flush_reactors.len().max(1);
-        if self.memory.total() >= self.memory.low() && self.sched.active() < reactors {
-            // At most once a millisecond: it takes every region's lock.
+        if self.sched.active() < reactors {
+            // At most once a millisecond: these take every region's lock.
             let now = self.started.elapsed().as_micros() as u64;
             let last = self.relieved_at.load(Ordering::Relaxed);
             if now >= last + 1000
@@ -217,10 +239,44 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                     .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()
             {
-                self.relieve();
+                if self.memory.total() >= self.memory.low() {
+                    self.relieve();
+                }
+                self.relieve_log();
             }
         }
         Ok(())
+    }
+
+    /// Once over half the WAL's segments hold unreleased log, freezes the
+    /// memstores that hold the older half of it back (the used active
+    /// memstores whose floor is in that half): their flushes let the WAL
+    /// reclaim before writers have to wait for log space, which no memstore
+    /// limit would ever relieve.
+    pub(super) fn relieve_log(&self) {
+        let (live, total) = self.wal.segment_usage();
+        if total == 0 || live * 2 <= total {
+            return;
+        }
+        let written = self.wal.written_lsn();
+        let mut oldest = written;
+        let mut actives: Vec<(u64, usize)> = Vec::new();
+        for (r, region) in self.region.iter().enumerate() {
+            let st = region.lock();
+            for m in st.frozen.iter().filter(|m| !m.is_unused()) {
+                oldest = oldest.min(m.floor());
+            }
+            if !st.active.is_unused() {
+                oldest = oldest.min(st.active.floor());
+                actives.push((st.active.floor(), r));
+            }
+        }
+        let cutoff = oldest + (written - oldest) / 2;
+        for (floor, r) in actives {
+            if floor <= cutoff {
+                self.freeze(r);
+            }
+        }
     }
 
     /// Freezes the largest active memstores until what is left unfrozen is
@@ -311,7 +367,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     fn append<'w>(
         &self,
         r: usize,
-        writes: impl Iterator<Item = (&'w [u8], Option<&'w [u8]>)>,
+        writes: impl ExactSizeIterator<Item = (&'w [u8], Option<&'w [u8]>)> + Clone,
         level: Durability,
         out: &mut Vec<Admitted>,
         last: &mut Option<Ticket>,
@@ -322,6 +378,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         if ms.is_unused() {
             ms.set_floor(self.wal.written_lsn());
         }
+        // The whole group is charged at once (fewer shared counters to
+        // touch); what fails to append is given back.
+        let count = writes.len() as u64;
+        let total: u64 = writes
+            .clone()
+            .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
+            .sum();
+        ms.admit(count, total);
+        self.memory.charge(total);
+        let (mut appended, mut charged) = (0u64, 0u64);
         let mut result = Ok(());
         for (key, value) in writes {
             let (op, kind, value) = match value {
@@ -329,8 +395,6 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 None => (RecordOp::Delete, EntryKind::Delete, Vec::new()),
             };
             let bytes = entry_bytes(key.len(), value.len());
-            ms.admit(bytes);
-            self.memory.charge(bytes);
             match self
                 .wal
                 .append(op, r as u32, key.to_vec(), value.clone(), level)
@@ -345,15 +409,19 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                         kind,
                         bytes,
                     });
+                    appended += 1;
+                    charged += bytes;
                 }
                 Err(e) => {
-                    ms.cancel(bytes);
-                    self.memory.release(bytes);
                     self.fail(format!("WAL append: {e}"));
                     result = Err(e.into());
                     break;
                 }
             }
+        }
+        if appended < count {
+            ms.cancel(count - appended, total - charged);
+            self.memory.release(total - charged);
         }
         let full = ms.bytes() >= self.opts.flush_size;
         let frozen = full.then(|| self.freeze_locked(r, &mut st)).flatten();
@@ -364,27 +432,25 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         result
     }
 
-    /// Waits for the acknowledgement and inserts the write.
-    fn complete(&self, a: Admitted, level: Durability) -> Result<()> {
+    /// Waits for the acknowledgement and inserts the write, returning its
+    /// version; the caller ends the pending state with
+    /// [`Memstore::inserted`]. On a WAL error, gives its charge back.
+    fn complete(&self, a: Admitted, level: Durability) -> Result<u64> {
         let version = if level == Durability::None {
             self.high_lsn.load(Ordering::SeqCst)
         } else {
             match a.ticket.wait() {
                 Ok(lsn) => lsn,
                 Err(e) => {
-                    a.ms.cancel(a.bytes);
+                    a.ms.cancel(0, a.bytes);
                     self.memory.release(a.bytes);
                     self.fail(format!("WAL: {e}"));
                     return Err(e.into());
                 }
             }
         };
-        let logged = level != Durability::None;
-        a.ms.insert_admitted(a.key, version, logged, a.kind, a.value);
-        if logged {
-            self.high_lsn.fetch_max(version, Ordering::SeqCst);
-        }
-        Ok(())
+        a.ms.insert(a.key, version, level != Durability::None, a.kind, a.value);
+        Ok(version)
     }
 
     /// Freezes region `r`'s active memstore (if it holds anything) and

@@ -75,9 +75,6 @@ pub struct Memstore {
     map: SkipMap<Versioned, Value>,
     /// Charged bytes: inserted entries plus admitted writes not yet inserted.
     bytes: AtomicU64,
-    entries: AtomicU64,
-    key_bytes: AtomicU64,
-    value_bytes: AtomicU64,
     /// Writes admitted to this memstore whose insert has not happened yet.
     pending: AtomicU64,
     /// The highest LSN of a logged write inserted.
@@ -93,9 +90,8 @@ pub struct Memstore {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemstoreStats {
     pub bytes: u64,
+    /// Entries (every version of every key).
     pub entries: u64,
-    pub key_bytes: u64,
-    pub value_bytes: u64,
     pub pending: u64,
     pub max_lsn: u64,
 }
@@ -107,9 +103,6 @@ impl Memstore {
             id,
             map: SkipMap::new(),
             bytes: AtomicU64::new(0),
-            entries: AtomicU64::new(0),
-            key_bytes: AtomicU64::new(0),
-            value_bytes: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             max_lsn: AtomicU64::new(0),
             floor: AtomicU64::new(floor),
@@ -122,33 +115,27 @@ impl Memstore {
         self.id
     }
 
-    /// Charges a write that will be inserted (or [`Memstore::cancel`]led).
-    pub fn admit(&self, bytes: u64) {
-        self.pending.fetch_add(1, Ordering::SeqCst);
+    /// Charges `writes` writes of `bytes` in all that will be inserted (or
+    /// [`Memstore::cancel`]led).
+    pub fn admit(&self, writes: u64, bytes: u64) {
+        self.pending.fetch_add(writes, Ordering::SeqCst);
         self.bytes.fetch_add(bytes, Ordering::SeqCst);
     }
 
-    /// Undoes [`Memstore::admit`] for a write that failed.
-    pub fn cancel(&self, bytes: u64) {
+    /// Undoes [`Memstore::admit`] for writes that failed.
+    pub fn cancel(&self, writes: u64, bytes: u64) {
         self.bytes.fetch_sub(bytes, Ordering::SeqCst);
-        self.pending.fetch_sub(1, Ordering::SeqCst);
+        self.pending.fetch_sub(writes, Ordering::SeqCst);
     }
 
-    /// Inserts an admitted write (`logged`: it has a real LSN) and ends
-    /// its pending state.
-    pub fn insert_admitted(
-        &self,
-        key: Vec<u8>,
-        version: u64,
-        logged: bool,
-        kind: EntryKind,
-        value: Vec<u8>,
-    ) {
-        self.insert(key, version, logged, kind, value);
-        self.pending.fetch_sub(1, Ordering::SeqCst);
+    /// Ends the pending state of `writes` admitted writes, once inserted
+    /// with [`Memstore::insert`].
+    pub fn inserted(&self, writes: u64) {
+        self.pending.fetch_sub(writes, Ordering::SeqCst);
     }
 
-    /// Inserts a write that was charged with [`Memstore::charge`] (replay).
+    /// Inserts a write (`logged`: it has a real LSN). Its bytes were
+    /// charged by [`Memstore::admit`] or [`Memstore::charge`].
     pub fn insert(
         &self,
         key: Vec<u8>,
@@ -157,12 +144,7 @@ impl Memstore {
         kind: EntryKind,
         value: Vec<u8>,
     ) {
-        self.entries.fetch_add(1, Ordering::Relaxed);
-        self.key_bytes
-            .fetch_add(key.len() as u64, Ordering::Relaxed);
-        self.value_bytes
-            .fetch_add(value.len() as u64, Ordering::Relaxed);
-        if logged {
+        if logged && version > self.max_lsn.load(Ordering::Relaxed) {
             self.max_lsn.fetch_max(version, Ordering::SeqCst);
         }
         self.map
@@ -311,9 +293,7 @@ impl Memstore {
     pub fn stats(&self) -> MemstoreStats {
         MemstoreStats {
             bytes: self.bytes(),
-            entries: self.entries.load(Ordering::Relaxed),
-            key_bytes: self.key_bytes.load(Ordering::Relaxed),
-            value_bytes: self.value_bytes.load(Ordering::Relaxed),
+            entries: self.map.len() as u64,
             pending: self.pending(),
             max_lsn: self.max_lsn(),
         }
@@ -396,12 +376,13 @@ mod tests {
     fn admitted_writes_are_pending_until_inserted_or_cancelled() {
         let m = Memstore::new(1, 4);
         assert!(m.is_unused());
-        m.admit(100);
+        m.admit(1, 100);
         assert!(!m.is_unused());
-        m.insert_admitted(b"k".to_vec(), 5, true, EntryKind::Put, b"v".to_vec());
+        m.insert(b"k".to_vec(), 5, true, EntryKind::Put, b"v".to_vec());
+        m.inserted(1);
         assert_eq!(m.pending(), 0);
-        m.admit(50);
-        m.cancel(50);
+        m.admit(2, 50);
+        m.cancel(2, 50);
         assert_eq!(m.bytes(), 100);
         assert_eq!(m.stats().entries, 1);
     }

@@ -435,3 +435,35 @@ fn a_writer_holding_unwaited_batches_does_not_hold_up_flushes() {
     assert_eq!(e.get(&key(2999)).unwrap(), Some(value(0, 0, 2000)));
     Arc::into_inner(e).unwrap().close().unwrap();
 }
+
+#[test]
+fn a_full_log_makes_the_memstores_that_pin_it_flush() {
+    // Memstore limits far above what the 16 MiB log holds: only log
+    // pressure can start the flushes that let it reclaim.
+    let devs = Devices::new(1, 1, 128, &model(13));
+    let mut opts = options();
+    opts.flush_size = 256 << 20;
+    opts.global_limit = 512 << 20;
+    let (e, _) = open(&devs, &opts);
+    let e = Arc::new(e);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = {
+        let e = e.clone();
+        std::thread::spawn(move || {
+            let v = value(0, 0, 8000);
+            for i in 0..6000u64 {
+                if let Err(err) = e.put(&key(i), &v, Some(Durability::Write)) {
+                    panic!("{err}: {:?}", e.stats());
+                }
+            }
+            tx.send(()).unwrap();
+        })
+    };
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("writers wait forever for log space");
+    writer.join().unwrap();
+    let s = e.stats();
+    assert!(s.flushes >= 2, "{s:?}");
+    assert!(s.wal.segments_reclaimed > 0, "{s:?}");
+    Arc::into_inner(e).unwrap().close().unwrap();
+}
