@@ -51,6 +51,9 @@ impl WalOptions {
     }
 }
 
+/// The key and value of an append the WAL's ring had no room for.
+pub type Refused = (Vec<u8>, Vec<u8>);
+
 /// A striped write-ahead log.
 pub struct Wal {
     reactor: Option<Reactor<Msg>>,
@@ -183,6 +186,48 @@ impl Wal {
         };
         self.send(msg)?;
         Ok(Ticket::new(state))
+    }
+
+    /// As [`Wal::append`], but never waits: when the WAL's ring is full it
+    /// hands the key and value back (`Ok(Err(..))`), so a caller holding a
+    /// lock can let go of it before waiting for room.
+    pub fn try_append(
+        &self,
+        op: RecordOp,
+        region: u32,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        durability: Durability,
+    ) -> Result<Result<Ticket, Refused>, WalError> {
+        if durability == Durability::None {
+            return Ok(Ok(Ticket::done(0)));
+        }
+        let len = record_len(key.len(), value.len());
+        if len > self.max_record {
+            return Err(WalError::TooLarge {
+                bytes: len,
+                max: self.max_record,
+            });
+        }
+        let state = TicketState::new();
+        let msg = Msg::Append {
+            op,
+            region,
+            key,
+            value,
+            durability,
+            ticket: state.clone(),
+        };
+        match self.sender.try_send(msg) {
+            Ok(()) => Ok(Ok(Ticket::new(state))),
+            Err(Msg::Append { key, value, .. }) => {
+                if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
+                    return Err(WalError::Closed);
+                }
+                Ok(Err((key, value)))
+            }
+            Err(_) => unreachable!("try_send returns the message it was given"),
+        }
     }
 
     /// Appends a put.
