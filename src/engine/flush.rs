@@ -116,6 +116,19 @@ impl FlushCounters {
 impl<D: Device<Queue: Send> + Clone> Inner<D> {
     fn flush(&self, queues: &mut [D::Queue], r: u32, ms: Arc<Memstore>) -> Result<()> {
         let started = Instant::now();
+        // After a failed flush, no later memstore of any region may record
+        // a flush mark above the failed one's LSNs.
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        {
+            let st = self.region[r as usize].lock();
+            if !st.frozen.front().is_some_and(|m| Arc::ptr_eq(m, &ms)) {
+                return Err(EngineError::Layout(format!(
+                    "region {r}: a memstore came to flush before an older one"
+                )));
+            }
+        }
         while ms.pending() > 0 {
             ms.insert_acknowledged();
             if ms.pending() == 0 {
@@ -167,7 +180,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         // take LSNs at or below the mark out of the log, the WAL would hand
         // them out again, and the next recovery would skip those writes as
         // already flushed.
-        self.wait_durable(ms.max_lsn())?;
+        if let Err(e) = self.wait_durable(ms.max_lsn()) {
+            self.unallocate(dev, offset, bound);
+            return Err(e);
+        }
         // The region's flush mark only grows, even for a memstore of
         // unlogged writes alone; files are ordered by it at open.
         let mark = {
@@ -177,7 +193,24 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         };
         let file = self.file_record(r, dev, offset, &meta, mark);
         self.shrink(dev, offset, bound, meta.file_bytes);
-        let handle = Arc::new(TableHandle::open(self.store.clone(), file.clone())?);
+        let opened = TableHandle::open(self.store.clone(), file.clone());
+        let failed = self.failure();
+        let handle = match (opened, failed) {
+            (Ok(h), None) => Arc::new(h),
+            (opened, failed) => {
+                // Nothing refers to the file yet: its space goes back.
+                if let Err(e) = self
+                    .store
+                    .extents
+                    .lock()
+                    .expect("extents")
+                    .free(dev, offset, file.len)
+                {
+                    tracing::error!("freeing an unrecorded block file: {e}");
+                }
+                return Err(failed.unwrap_or_else(|| opened.err().expect("not both fine")));
+            }
+        };
         let replay = self.replay_point(Some(&ms));
         let edit = Edit {
             add: vec![file],
@@ -231,6 +264,9 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// that newer ones shadow and tombstones (nothing older is left for
     /// them to hide).
     fn compact(&self, queues: &mut [D::Queue], r: u32) -> Result<()> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
         let region = &self.region[r as usize];
         let inputs: Vec<Arc<TableHandle<D>>> = region.lock().tables.clone();
         if inputs.len() < 2 {
@@ -345,11 +381,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// The first LSN the WAL must replay: the lowest floor + 1 of the
     /// memstores holding or about to hold writes (`flushed` aside), else the
     /// WAL's written LSN + 1.
+    ///
+    /// It reads the regions' views, not their locks: a writer sets a
+    /// memstore's floor before it admits its first write (both SeqCst), and
+    /// any write admitted after the written LSN was read here gets a larger
+    /// LSN. While the WAL is being replayed, the record about to be
+    /// replayed bounds it too.
     pub(super) fn replay_point(&self, flushed: Option<&Arc<Memstore>>) -> u64 {
-        let mut point = self.wal.written_lsn() + 1;
+        let mut point = (self.wal.written_lsn() + 1).min(self.replaying.load(Ordering::SeqCst));
         for region in &self.region {
-            let st = region.lock();
-            for ms in st.frozen.iter().chain(std::iter::once(&st.active)) {
+            for ms in &region.view().mems {
                 if flushed.is_some_and(|f| Arc::ptr_eq(f, ms)) || ms.is_unused() {
                     continue;
                 }

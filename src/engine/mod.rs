@@ -153,6 +153,9 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     /// Data devices that hold the manifest (the first one or two).
     manifest_devices: usize,
     sched: Scheduler,
+    /// While the WAL is replayed at open, the LSN of the record about to be
+    /// replayed (no replay point may pass it); `u64::MAX` after.
+    replaying: AtomicU64,
     /// The highest LSN acknowledged: the version of a `none` write.
     high_lsn: AtomicU64,
     next_memstore: AtomicU64,

@@ -1,6 +1,6 @@
 //! Opening the engine: superblocks, manifest, block files, WAL replay.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -255,6 +255,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             high_lsn: AtomicU64::new(recovered.next_lsn.saturating_sub(1)),
             next_memstore,
             next_file: AtomicU64::new(state.next_file_id.max(1)),
+            replaying: AtomicU64::new(replay_from),
             started: Instant::now(),
             relieved_at: AtomicU64::new(0),
             failed: Mutex::new(None),
@@ -281,11 +282,13 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 skipped += 1;
                 continue;
             }
+            engine.inner.replaying.store(rec.lsn, Ordering::SeqCst);
             engine
                 .inner
                 .replay(r, rec.lsn, rec.op, rec.key, rec.value)?;
             replayed += 1;
         }
+        engine.inner.replaying.store(u64::MAX, Ordering::SeqCst);
         let report = OpenReport {
             created,
             files: state.files.len(),
@@ -312,12 +315,26 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             RecordOp::Delete => EntryKind::Delete,
         };
         let bytes = entry_bytes(key.len(), value.len());
-        let ms = self.region[r].lock().active.clone();
-        ms.charge(bytes);
+        // Admitted under the region's lock like a write, so a flush of the
+        // memstore (frozen meanwhile) waits for the insert.
+        let ms = {
+            let st = self.region[r].lock();
+            // A memstore first used here holds records from this LSN on
+            // (one a freeze made during replay has the log's end as floor).
+            if st.active.is_unused() {
+                st.active.set_floor(lsn - 1);
+            }
+            st.active.admit(1, bytes);
+            st.active.clone()
+        };
         self.memory.charge(bytes);
         ms.insert(key, lsn, true, kind, value);
+        ms.inserted(1);
         if ms.bytes() >= self.opts.flush_size {
-            self.freeze(r);
+            let mut st = self.region[r].lock();
+            if Arc::ptr_eq(&st.active, &ms) {
+                self.freeze_locked(r, &mut st);
+            }
         }
         Ok(())
     }

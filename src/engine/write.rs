@@ -13,6 +13,9 @@ use crate::table::EntryKind;
 use crate::wal::format::RecordOp;
 use crate::wal::Ticket;
 
+/// A write's key and value for the memstore, then for the WAL.
+type Copies = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
+
 /// A write admitted to a memstore, waiting for its WAL acknowledgement.
 struct Admitted {
     ms: Arc<Memstore>,
@@ -337,8 +340,9 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let mut failure = None;
         for group in order.chunk_by(|a, b| a.0 == b.0) {
             let r = group[0].0;
-            let batch = group.iter().map(|&(_, i)| writes[i]);
-            if let Err(e) = self.append(r, batch, level, &mut admitted, &mut last) {
+            let batch: Vec<(&[u8], Option<&[u8]>)> =
+                group.iter().map(|&(_, i)| writes[i]).collect();
+            if let Err(e) = self.append(r, &batch, level, &mut admitted, &mut last) {
                 failure = Some(e);
                 break;
             }
@@ -363,73 +367,92 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     }
 
     /// Charges writes of region `r` to its active memstore and appends them
-    /// to the WAL, all under the region's lock.
-    fn append<'w>(
+    /// to the WAL, all under the region's lock. The lock is never held
+    /// while waiting: when the WAL's ring is full, the writes not yet
+    /// appended are taken off the memstore, the lock is let go, and after a
+    /// short wait the rest goes to whatever memstore is active then (a
+    /// writer blocked under the lock would hold up the flush that frees
+    /// the log the ring waits for).
+    fn append(
         &self,
         r: usize,
-        writes: impl ExactSizeIterator<Item = (&'w [u8], Option<&'w [u8]>)> + Clone,
+        writes: &[(&[u8], Option<&[u8]>)],
         level: Durability,
         out: &mut Vec<Admitted>,
         last: &mut Option<Ticket>,
     ) -> Result<()> {
         let region = &self.region[r];
-        let mut st = region.lock();
-        let ms = st.active.clone();
-        if ms.is_unused() {
-            ms.set_floor(self.wal.written_lsn());
-        }
-        // The whole group is charged at once (fewer shared counters to
-        // touch); what fails to append is given back.
-        let count = writes.len() as u64;
-        let total: u64 = writes
-            .clone()
+        let sizes: Vec<u64> = writes
+            .iter()
             .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
-            .sum();
-        ms.admit(count, total);
-        self.memory.charge(total);
-        let (mut appended, mut charged) = (0u64, 0u64);
-        let mut result = Ok(());
-        for (key, value) in writes {
-            let (op, kind, value) = match value {
-                Some(v) => (RecordOp::Put, EntryKind::Put, v.to_vec()),
-                None => (RecordOp::Delete, EntryKind::Delete, Vec::new()),
-            };
-            let bytes = entry_bytes(key.len(), value.len());
-            match self
-                .wal
-                .append(op, r as u32, key.to_vec(), value.clone(), level)
-            {
-                Ok(t) => {
-                    *last = Some(t.clone());
-                    out.push(Admitted {
-                        ms: ms.clone(),
-                        ticket: t,
-                        key: key.to_vec(),
-                        value,
-                        kind,
-                        bytes,
-                    });
-                    appended += 1;
-                    charged += bytes;
-                }
-                Err(e) => {
-                    self.fail(format!("WAL append: {e}"));
-                    result = Err(e.into());
-                    break;
+            .collect();
+        self.memory.charge(sizes.iter().sum());
+        let mut next = 0;
+        // The copies of a write the ring handed back: memstore's, WAL's.
+        let mut held: Option<Copies> = None;
+        let mut waited = false;
+        while next < writes.len() {
+            if waited {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+            let mut st = region.lock();
+            let ms = st.active.clone();
+            if ms.is_unused() {
+                ms.set_floor(self.wal.written_lsn());
+            }
+            // The whole rest is charged at once; what is not appended now
+            // is taken off again.
+            let rest_bytes: u64 = sizes[next..].iter().sum();
+            ms.admit((writes.len() - next) as u64, rest_bytes);
+            let mut full = false;
+            while next < writes.len() {
+                let (key, value) = writes[next];
+                let (op, kind) = match value {
+                    Some(_) => (RecordOp::Put, EntryKind::Put),
+                    None => (RecordOp::Delete, EntryKind::Delete),
+                };
+                let (mk, mv, wk, wv) = held.take().unwrap_or_else(|| {
+                    let v = value.map_or_else(Vec::new, <[u8]>::to_vec);
+                    (key.to_vec(), v.clone(), key.to_vec(), v)
+                });
+                match self.wal.try_append(op, r as u32, wk, wv, level) {
+                    Ok(Ok(t)) => {
+                        *last = Some(t.clone());
+                        out.push(Admitted {
+                            ms: ms.clone(),
+                            ticket: t,
+                            key: mk,
+                            value: mv,
+                            kind,
+                            bytes: sizes[next],
+                        });
+                        next += 1;
+                    }
+                    Ok(Err((wk, wv))) => {
+                        held = Some((mk, mv, wk, wv));
+                        full = true;
+                        break;
+                    }
+                    Err(e) => {
+                        let rest: u64 = sizes[next..].iter().sum();
+                        ms.cancel((writes.len() - next) as u64, rest);
+                        self.memory.release(rest);
+                        drop(st);
+                        self.fail(format!("WAL append: {e}"));
+                        return Err(e.into());
+                    }
                 }
             }
+            if full {
+                ms.cancel((writes.len() - next) as u64, sizes[next..].iter().sum());
+            }
+            if ms.bytes() >= self.opts.flush_size {
+                self.freeze_locked(r, &mut st);
+            }
+            drop(st);
+            waited = full;
         }
-        if appended < count {
-            ms.cancel(count - appended, total - charged);
-            self.memory.release(total - charged);
-        }
-        let full = ms.bytes() >= self.opts.flush_size;
-        let frozen = full.then(|| self.freeze_locked(r, &mut st)).flatten();
-        drop(st);
-        if let Some(ms) = frozen {
-            self.sched.push_flush(r as u32, ms);
-        }
-        result
+        Ok(())
     }
 
     /// Waits for the acknowledgement and inserts the write, returning its
@@ -457,20 +480,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// queues it for a flush.
     pub(super) fn freeze(&self, r: usize) {
         let mut st = self.region[r].lock();
-        let frozen = self.freeze_locked(r, &mut st);
-        drop(st);
-        if let Some(ms) = frozen {
-            self.sched.push_flush(r as u32, ms);
-        }
+        self.freeze_locked(r, &mut st);
     }
 
-    fn freeze_locked(
-        &self,
-        r: usize,
-        st: &mut super::region::RegionState<D>,
-    ) -> Option<Arc<Memstore>> {
+    /// Freezes the active memstore of region `r` (whose lock is held) and
+    /// queues its flush, still under the lock: a region's memstores must
+    /// reach the scheduler in the order they were frozen, since they are
+    /// flushed oldest first.
+    pub(super) fn freeze_locked(&self, r: usize, st: &mut super::region::RegionState<D>) {
         if st.active.is_unused() {
-            return None;
+            return;
         }
         let fresh = self.new_memstore(self.wal.written_lsn());
         let old = std::mem::replace(&mut st.active, fresh);
@@ -478,6 +497,6 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         st.frozen.push_back(old.clone());
         self.region[r].publish(st);
         self.counters.freezes.fetch_add(1, Ordering::Relaxed);
-        Some(old)
+        self.sched.push_flush(r as u32, old);
     }
 }
