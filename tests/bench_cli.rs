@@ -1,28 +1,11 @@
 //! `stria bench ingest`, `bench verify` and `bench flush` end to end.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn stria(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stria"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run stria")
-}
+#[path = "common/run.rs"]
+mod run;
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
+use run::{stria, tempdir, text};
 
 const MEMSTORE: &str =
     "memstore: { regions: 4, flush-size: 1MiB, global-limit: 4MiB, low-water: 0.9 }\n";

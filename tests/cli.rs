@@ -1,24 +1,11 @@
 //! The `stria` binary end to end, on file devices in a temporary folder.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn stria(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stria"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run stria")
-}
+#[path = "common/run.rs"]
+mod run;
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use run::{stria, tempdir, text};
 
 /// A small map of `backend` devices under `dir/data`, written to `dir/NAME.yaml`.
 fn map(dir: &Path, name: &str, appliance: &str, backend: &str) -> PathBuf {
@@ -34,10 +21,6 @@ wal: {{ segment-size: 1MiB, max-batch: 256KiB }}
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, yaml).unwrap();
     path
-}
-
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
 fn block0(path: &Path) -> Vec<u8> {
