@@ -425,29 +425,32 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         Err(EngineError::NoSpace { bytes, largest })
     }
 
+    /// Gives back an extent `allocate` reserved that no file will use.
     fn unallocate(&self, dev: u32, offset: u64, bytes: u64) {
-        self.counters.flush.running[dev as usize].fetch_sub(1, Ordering::Relaxed);
-        if let Err(e) = self
-            .store
-            .extents
-            .lock()
-            .expect("extents")
-            .free(dev, offset, bytes)
-        {
-            tracing::error!("freeing an unused extent: {e}");
-        }
+        self.settle(dev, "freeing an unused extent", |ext| {
+            ext.free(dev, offset, bytes)
+        });
     }
 
+    /// Keeps the first `keep` bytes of an extent `allocate` reserved.
     fn shrink(&self, dev: u32, offset: u64, bytes: u64, keep: u64) {
+        self.settle(dev, "shrinking an extent", |ext| {
+            ext.shrink(dev, offset, bytes, keep)
+        });
+    }
+
+    /// Ends a flush's reservation on `dev` with `change` to the allocator.
+    fn settle(
+        &self,
+        dev: u32,
+        what: &str,
+        change: impl FnOnce(
+            &mut crate::layout::extents::Extents,
+        ) -> std::result::Result<(), crate::layout::extents::ExtentError>,
+    ) {
         self.counters.flush.running[dev as usize].fetch_sub(1, Ordering::Relaxed);
-        if let Err(e) = self
-            .store
-            .extents
-            .lock()
-            .expect("extents")
-            .shrink(dev, offset, bytes, keep)
-        {
-            tracing::error!("shrinking an extent: {e}");
+        if let Err(e) = change(&mut self.store.extents.lock().expect("extents")) {
+            tracing::error!("{what}: {e}");
         }
     }
 

@@ -165,27 +165,13 @@ impl Wal {
         value: Vec<u8>,
         durability: Durability,
     ) -> Result<Ticket, WalError> {
-        if durability == Durability::None {
-            return Ok(Ticket::done(0));
+        match self.message(op, region, key, value, durability)? {
+            None => Ok(Ticket::done(0)),
+            Some((msg, state)) => {
+                self.send(msg)?;
+                Ok(Ticket::new(state))
+            }
         }
-        let len = record_len(key.len(), value.len());
-        if len > self.max_record {
-            return Err(WalError::TooLarge {
-                bytes: len,
-                max: self.max_record,
-            });
-        }
-        let state = TicketState::new();
-        let msg = Msg::Append {
-            op,
-            region,
-            key,
-            value,
-            durability,
-            ticket: state.clone(),
-        };
-        self.send(msg)?;
-        Ok(Ticket::new(state))
     }
 
     /// As [`Wal::append`], but never waits: when the WAL's ring is full it
@@ -199,8 +185,33 @@ impl Wal {
         value: Vec<u8>,
         durability: Durability,
     ) -> Result<Result<Ticket, Refused>, WalError> {
-        if durability == Durability::None {
+        let Some((msg, state)) = self.message(op, region, key, value, durability)? else {
             return Ok(Ok(Ticket::done(0)));
+        };
+        match self.sender.try_send(msg) {
+            Ok(()) => Ok(Ok(Ticket::new(state))),
+            Err(Msg::Append { key, value, .. }) => {
+                if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
+                    return Err(WalError::Closed);
+                }
+                Ok(Err((key, value)))
+            }
+            Err(_) => unreachable!("try_send returns the message it was given"),
+        }
+    }
+
+    /// The message for an append and its ticket's state; `None` for a
+    /// `none` record, which is not logged.
+    fn message(
+        &self,
+        op: RecordOp,
+        region: u32,
+        key: Vec<u8>,
+        value: Vec<u8>,
+        durability: Durability,
+    ) -> Result<Option<(Msg, Arc<TicketState>)>, WalError> {
+        if durability == Durability::None {
+            return Ok(None);
         }
         let len = record_len(key.len(), value.len());
         if len > self.max_record {
@@ -218,16 +229,7 @@ impl Wal {
             durability,
             ticket: state.clone(),
         };
-        match self.sender.try_send(msg) {
-            Ok(()) => Ok(Ok(Ticket::new(state))),
-            Err(Msg::Append { key, value, .. }) => {
-                if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
-                    return Err(WalError::Closed);
-                }
-                Ok(Err((key, value)))
-            }
-            Err(_) => unreachable!("try_send returns the message it was given"),
-        }
+        Ok(Some((msg, state)))
     }
 
     /// Appends a put.
