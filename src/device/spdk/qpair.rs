@@ -67,10 +67,22 @@ pub struct QPair {
 /// The shim's queue pair; freed on drop.
 struct RawQpair(NonNull<ffi::StriaQpair>);
 
+// SAFETY: SPDK requires that a queue pair be used by one thread at a time
+// ("mutual exclusion must be enforced by the user", spdk/nvme.h at
+// spdk_nvme_ctrlr_alloc_io_qpair), not that it stay on one thread. A
+// RawQpair is reached only through `&mut QPair` (a `Queue` takes `&mut
+// self`), so moving it to another thread (an engine's pool of reader
+// queues, behind a mutex) still leaves one user at a time.
+unsafe impl Send for RawQpair {}
+
+// SAFETY: the iovecs point into the buffers of the request held in the same
+// slot, which moves with them; nothing else refers to them from Rust.
+unsafe impl Send for Slot {}
+
 impl Drop for RawQpair {
     fn drop(&mut self) {
-        // SAFETY: the pointer came from stria_qpair_alloc, is freed only
-        // here, on the owning thread (RawQpair is not Send); SPDK aborts
+        // SAFETY: the pointer came from stria_qpair_alloc and is freed only
+        // here, by the queue pair's one user at a time; SPDK aborts
         // what is still in flight, whose buffers are still held by the
         // slots, dropped after this.
         unsafe { ffi::stria_qpair_free(self.0.as_ptr()) }
