@@ -391,9 +391,18 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         // The copies of a write the ring handed back: memstore's, WAL's.
         let mut held: Option<Copies> = None;
         let mut waited = false;
+        // Waiting for ring space as the WAL's own blocking send does: spin
+        // and yield a little, then sleep, longer each time.
+        let backoff = crossbeam::utils::Backoff::new();
+        let mut pause = std::time::Duration::from_micros(20);
         while next < writes.len() {
             if waited {
-                std::thread::sleep(std::time::Duration::from_micros(20));
+                if backoff.is_completed() {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(1));
+                } else {
+                    backoff.snooze();
+                }
             }
             let mut st = region.lock();
             let ms = st.active.clone();
