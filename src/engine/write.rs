@@ -231,22 +231,23 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 .memory
                 .wait_below_low(|| self.relieve(), || self.failure());
         }
-        let reactors = self.opts.flush_reactors.len().max(1);
-        if self.sched.active() < reactors {
-            // At most once a millisecond: these take every region's lock.
-            let now = self.started.elapsed().as_micros() as u64;
-            let last = self.relieved_at.load(Ordering::Relaxed);
-            if now >= last + 1000
-                && self
-                    .relieved_at
-                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                if self.memory.total() >= self.memory.low() {
-                    self.relieve();
-                }
-                self.relieve_log();
+        // At most once a millisecond: these take every region's lock. The
+        // log check runs even while every flush reactor is busy: a memstore
+        // frozen only once the log is full may hold writes that wait for
+        // log space, and its flush waits for them.
+        let now = self.started.elapsed().as_micros() as u64;
+        let last = self.relieved_at.load(Ordering::Relaxed);
+        if now >= last + 1000
+            && self
+                .relieved_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let reactors = self.opts.flush_reactors.len().max(1);
+            if self.memory.total() >= self.memory.low() && self.sched.active() < reactors {
+                self.relieve();
             }
+            self.relieve_log();
         }
         Ok(())
     }

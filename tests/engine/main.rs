@@ -437,7 +437,6 @@ fn a_writer_holding_unwaited_batches_does_not_hold_up_flushes() {
 }
 
 #[test]
-#[ignore = "can deadlock on a loaded machine: a flush of the memstore that pins a full log waits for writes admitted to it that wait for log space (open problem, see ARCHITECTURE.md)"]
 fn a_full_log_makes_the_memstores_that_pin_it_flush() {
     // Memstore limits far above what the 16 MiB log holds: only log
     // pressure can start the flushes that let it reclaim.
