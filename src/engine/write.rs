@@ -18,12 +18,18 @@ type Copies = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// A write admitted to a memstore, waiting for its WAL acknowledgement.
 struct Admitted {
-    ms: Arc<Memstore>,
     ticket: Ticket,
     key: Vec<u8>,
     value: Vec<u8>,
     kind: EntryKind,
     bytes: u64,
+}
+
+/// Writes admitted to one memstore in one turn under its region's lock
+/// (one reference to the memstore for all of them).
+struct Group {
+    ms: Arc<Memstore>,
+    writes: Vec<Admitted>,
 }
 
 impl<D: Device<Queue: Send> + Clone> Engine<D> {
@@ -91,20 +97,20 @@ struct InFlight<D: Device<Queue: Send> + Clone> {
     level: Durability,
     /// The last append: acknowledged last (acks go in LSN order).
     last: Option<Ticket>,
-    admitted: Mutex<Vec<Admitted>>,
+    admitted: Mutex<Vec<Group>>,
     failed: Mutex<Option<String>>,
 }
 
 impl<D: Device<Queue: Send> + Clone> InFlight<D> {
     /// Lets the memstores the writes went to insert them once acknowledged.
     fn register(&self, me: &Arc<InFlight<D>>) {
-        let admitted = self.admitted.lock().expect("in-flight lock");
+        let groups = self.admitted.lock().expect("in-flight lock");
         let mut seen: Vec<&Arc<Memstore>> = Vec::new();
-        for a in admitted.iter() {
-            if !seen.iter().any(|m| Arc::ptr_eq(m, &a.ms)) {
-                seen.push(&a.ms);
+        for g in groups.iter() {
+            if !seen.iter().any(|m| Arc::ptr_eq(m, &g.ms)) {
+                seen.push(&g.ms);
                 let weak: Weak<dyn Inserter> = Arc::downgrade(me) as Weak<dyn Inserter>;
-                a.ms.register(weak);
+                g.ms.register(weak);
             }
         }
     }
@@ -119,31 +125,21 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
         // (the writer or a flush) returns only once they are visible.
         let mut guard = self.admitted.lock().expect("in-flight lock");
         let mut high = 0;
-        // Writes of one memstore are next to each other (grouped by
-        // region); each run ends its pending state at once.
-        let mut run: Option<(Arc<Memstore>, u64)> = None;
-        for a in std::mem::take(&mut *guard) {
-            match &mut run {
-                Some((ms, n)) if Arc::ptr_eq(ms, &a.ms) => *n += 1,
-                _ => {
-                    if let Some((ms, n)) = run.take() {
-                        ms.inserted(n);
+        for g in std::mem::take(&mut *guard) {
+            let n = g.writes.len() as u64;
+            for a in g.writes {
+                match self.inner.complete(&g.ms, a, self.level) {
+                    Ok(version) => high = high.max(version),
+                    Err(e) => {
+                        self.failed
+                            .lock()
+                            .expect("in-flight lock")
+                            .get_or_insert(e.to_string());
                     }
-                    run = Some((a.ms.clone(), 1));
                 }
             }
-            match self.inner.complete(a, self.level) {
-                Ok(version) => high = high.max(version),
-                Err(e) => {
-                    self.failed
-                        .lock()
-                        .expect("in-flight lock")
-                        .get_or_insert(e.to_string());
-                }
-            }
-        }
-        if let Some((ms, n)) = run {
-            ms.inserted(n);
+            // A group's writes end their pending state at once.
+            g.ms.inserted(n);
         }
         if self.level != Durability::None && high > 0 {
             self.inner.high_lsn.fetch_max(high, Ordering::SeqCst);
@@ -336,7 +332,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .map(|(i, (k, _))| (self.regions.of(k), i))
             .collect();
         order.sort_unstable();
-        let mut admitted: Vec<Admitted> = Vec::with_capacity(writes.len());
+        let mut admitted: Vec<Group> = Vec::new();
         let mut last = None;
         let mut failure = None;
         for group in order.chunk_by(|a, b| a.0 == b.0) {
@@ -348,9 +344,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 break;
             }
         }
+        let count: usize = admitted.iter().map(|g| g.writes.len()).sum();
         self.counters
             .writes
-            .fetch_add(admitted.len() as u64, Ordering::Relaxed);
+            .fetch_add(count as u64, Ordering::Relaxed);
         let flight = InFlight {
             inner: self.clone(),
             level,
@@ -379,7 +376,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         r: usize,
         writes: &[(&[u8], Option<&[u8]>)],
         level: Durability,
-        out: &mut Vec<Admitted>,
+        out: &mut Vec<Group>,
         last: &mut Option<Ticket>,
     ) -> Result<()> {
         let region = &self.region[r];
@@ -406,10 +403,15 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 }
             }
             let mut st = region.lock();
-            let ms = st.active.clone();
+            let ms = &st.active;
             if ms.is_unused() {
                 ms.set_floor(self.wal.written_lsn());
             }
+            let mut group = Group {
+                ms: ms.clone(),
+                writes: Vec::with_capacity(writes.len() - next),
+            };
+            let ms = &group.ms;
             // The whole rest is charged at once; what is not appended now
             // is taken off again.
             let rest_bytes: u64 = sizes[next..].iter().sum();
@@ -427,9 +429,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 });
                 match self.wal.try_append(op, r as u32, wk, wv, level) {
                     Ok(Ok(t)) => {
-                        *last = Some(t.clone());
-                        out.push(Admitted {
-                            ms: ms.clone(),
+                        group.writes.push(Admitted {
                             ticket: t,
                             key: mk,
                             value: mv,
@@ -448,6 +448,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                         ms.cancel((writes.len() - next) as u64, rest);
                         self.memory.release(rest);
                         drop(st);
+                        if !group.writes.is_empty() {
+                            *last = group.writes.last().map(|a| a.ticket.clone());
+                            out.push(group);
+                        }
                         self.fail(format!("WAL append: {e}"));
                         return Err(e.into());
                     }
@@ -460,6 +464,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 self.freeze_locked(r, &mut st);
             }
             drop(st);
+            if !group.writes.is_empty() {
+                *last = group.writes.last().map(|a| a.ticket.clone());
+                out.push(group);
+            }
             waited = full;
         }
         Ok(())
@@ -468,21 +476,21 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// Waits for the acknowledgement and inserts the write, returning its
     /// version; the caller ends the pending state with
     /// [`Memstore::inserted`]. On a WAL error, gives its charge back.
-    fn complete(&self, a: Admitted, level: Durability) -> Result<u64> {
+    fn complete(&self, ms: &Memstore, a: Admitted, level: Durability) -> Result<u64> {
         let version = if level == Durability::None {
             self.high_lsn.load(Ordering::SeqCst)
         } else {
             match a.ticket.wait() {
                 Ok(lsn) => lsn,
                 Err(e) => {
-                    a.ms.cancel(0, a.bytes);
+                    ms.cancel(0, a.bytes);
                     self.memory.release(a.bytes);
                     self.fail(format!("WAL: {e}"));
                     return Err(e.into());
                 }
             }
         };
-        a.ms.insert(a.key, version, level != Durability::None, a.kind, a.value);
+        ms.insert(a.key, version, level != Durability::None, a.kind, a.value);
         Ok(version)
     }
 
