@@ -137,18 +137,8 @@ enum Bench {
     /// Example: stria bench ingest --config conf/sim.yaml --clients 5
     /// --records 1000000 --value-size 500 --durability sync
     Ingest {
-        /// The YAML device map (default: the embedded conf/local.yaml).
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-        /// Client threads.
-        #[arg(long, default_value_t = 4)]
-        clients: usize,
-        /// Records each client writes.
-        #[arg(long, default_value_t = 100_000)]
-        records: u64,
-        /// Bytes per value.
-        #[arg(long, default_value_t = 50)]
-        value_size: usize,
+        #[command(flatten)]
+        set: RecordSet,
         /// none, async, write or sync (default: the map's wal.durability).
         #[arg(long, value_parser = parse_durability)]
         durability: Option<Durability>,
@@ -157,9 +147,6 @@ enum Bench {
         /// of it, at most 1MiB.
         #[arg(long, default_value = "8MiB", value_parser = parse_size)]
         batch_bytes: u64,
-        /// The first record number of every client.
-        #[arg(long, default_value_t = 0)]
-        start: u64,
     },
     /// Accumulo's VerifyIngest: opens (recovers) the engine and reads back
     /// every record `stria bench ingest` wrote with the same --clients,
@@ -169,21 +156,8 @@ enum Bench {
     /// latency; exits with status 1 if any is missing or wrong. Use it on
     /// file devices (sim devices are empty at every open).
     Verify {
-        /// The YAML device map (default: the embedded conf/local.yaml).
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-        /// Clients the ingest ran (one reader thread each).
-        #[arg(long, default_value_t = 4)]
-        clients: usize,
-        /// Records each client wrote.
-        #[arg(long, default_value_t = 100_000)]
-        records: u64,
-        /// Bytes per value.
-        #[arg(long, default_value_t = 50)]
-        value_size: usize,
-        /// The first record number of every client.
-        #[arg(long, default_value_t = 0)]
-        start: u64,
+        #[command(flatten)]
+        set: RecordSet,
     },
     /// HBASE-6466: does flush throughput scale with flush reactors, and do
     /// writers wait less for memory?
@@ -227,6 +201,27 @@ enum Bench {
         #[arg(long, default_value = "1MiB", value_parser = parse_size)]
         batch_bytes: u64,
     },
+}
+
+/// The records `bench ingest` writes and `bench verify` reads back: give
+/// both the same values.
+#[derive(clap::Args, Debug)]
+struct RecordSet {
+    /// The YAML device map (default: the embedded conf/local.yaml).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Client threads (verify: one reader thread per client).
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Records each client writes.
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 50)]
+    value_size: usize,
+    /// The first record number of every client.
+    #[arg(long, default_value_t = 0)]
+    start: u64,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -390,20 +385,16 @@ fn run(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(Bench::Ingest {
-            config,
-            clients,
-            records,
-            value_size,
+            set,
             durability,
             batch_bytes,
-            start,
         }) => {
-            let cfg = load(config.as_ref())?;
+            let cfg = load(set.config.as_ref())?;
             let opts = IngestOptions {
-                clients,
-                records,
-                start,
-                value_size,
+                clients: set.clients,
+                records: set.records,
+                start: set.start,
+                value_size: set.value_size,
                 durability: durability.unwrap_or(cfg.wal.durability),
                 window: batch_bytes,
             };
@@ -412,19 +403,13 @@ fn run(command: Command) -> Result<ExitCode, String> {
             print!("{report}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench(Bench::Verify {
-            config,
-            clients,
-            records,
-            value_size,
-            start,
-        }) => {
-            let cfg = load(config.as_ref())?;
+        Command::Bench(Bench::Verify { set }) => {
+            let cfg = load(set.config.as_ref())?;
             let opts = VerifyOptions {
-                clients,
-                records,
-                start,
-                value_size,
+                clients: set.clients,
+                records: set.records,
+                start: set.start,
+                value_size: set.value_size,
             };
             let report = ingest::verify(&cfg, &opts, |open| println!("opened: {open}"))
                 .map_err(|e| e.to_string())?;

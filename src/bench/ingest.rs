@@ -19,6 +19,7 @@
 //! limit) still completes the batches it already submitted; the engine
 //! flushes a memstore only once every write admitted to it is completed.
 
+use super::push_decimal;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Condvar, Mutex};
@@ -91,18 +92,6 @@ pub fn value(c: u64, i: u64, len: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(len);
     push_value(&mut v, c, i, len);
     v
-}
-
-/// Appends `n` in decimal, zero-padded to `width` digits.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64, width: usize) {
-    let mut digits = [b'0'; 20];
-    let mut at = digits.len();
-    while n > 0 {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    out.extend_from_slice(&digits[at.min(digits.len() - width.min(20))..]);
 }
 
 /// What `bench ingest` runs.

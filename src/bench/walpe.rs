@@ -178,15 +178,8 @@ const KEY_DIGITS: usize = 12;
 
 /// Appends `n` in decimal, zero-padded to [`KEY_DIGITS`] digits (more if it
 /// needs them).
-fn push_digits(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [b'0'; 20];
-    let mut at = digits.len();
-    while n > 0 {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    out.extend_from_slice(&digits[at.min(digits.len() - KEY_DIGITS)..]);
+fn push_digits(out: &mut Vec<u8>, n: u64) {
+    super::push_decimal(out, n, KEY_DIGITS);
 }
 
 impl WalPeReport {
