@@ -506,3 +506,48 @@ fn a_replay_that_fills_memstores_loses_nothing_at_the_next_restart() {
     }
     e.close().unwrap();
 }
+
+#[test]
+fn a_full_data_device_fails_writes_with_a_clear_error_and_keeps_acknowledged_data() {
+    // 2 MiB: 1 MiB reserved, 256 KiB of manifest, room for a few files.
+    let devs = Devices::new(1, 1, 2, &model(15));
+    let opts = options();
+    let (e, _) = open(&devs, &opts);
+    let mut acked = Vec::new();
+    let mut refusal = None;
+    for i in 0..4000u64 {
+        match e.put(&key(i), &value(i, 0, 1000), Some(Durability::Write)) {
+            Ok(()) => acked.push(i),
+            Err(err) => {
+                refusal = Some(err.to_string());
+                break;
+            }
+        }
+    }
+    let refusal = refusal.expect("a 2 MiB device fills up");
+    assert!(
+        refusal.contains("no data device has") && refusal.contains("free bytes in one piece"),
+        "{refusal}"
+    );
+    assert!(
+        acked.len() > 100,
+        "{} writes before the refusal",
+        acked.len()
+    );
+    for &i in &acked {
+        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 1000)), "key {i}");
+    }
+    // Later writes are refused too, with the same reason.
+    let again = e.put(b"later", b"x", None).unwrap_err().to_string();
+    assert!(again.contains("no data device has"), "{again}");
+    e.close().unwrap();
+    let (e, report) = open(&devs, &opts);
+    for &i in &acked {
+        assert_eq!(
+            e.get(&key(i)).unwrap(),
+            Some(value(i, 0, 1000)),
+            "key {i} after reopen ({report})"
+        );
+    }
+    e.abandon();
+}
