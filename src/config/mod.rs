@@ -375,7 +375,19 @@ pub struct FlushConfig {
 /// The network front end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerConfig {
+    /// Where the RESP server listens (default 127.0.0.1:6380).
     pub listen: SocketAddr,
+    /// With a password, every connection must AUTH first. A non-loopback
+    /// `listen` without one is refused (protected mode).
+    pub password: Option<String>,
+    /// Connections beyond this are refused with an error.
+    pub max_clients: usize,
+    /// The largest bulk string a request may carry.
+    pub max_bulk: u64,
+    /// The most a connection may have buffered of requests not yet complete.
+    pub max_query: u64,
+    /// Where the Prometheus `/metrics` endpoint listens; off when absent.
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Config {

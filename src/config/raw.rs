@@ -114,6 +114,11 @@ pub struct RawFlush {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawServer {
     pub listen: Option<Leaf>,
+    pub password: Option<Leaf>,
+    pub max_clients: Option<Leaf>,
+    pub max_bulk: Option<Leaf>,
+    pub max_query: Option<Leaf>,
+    pub metrics: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

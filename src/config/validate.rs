@@ -181,21 +181,7 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
     let flush = flush(&c, &raw, &devices)?;
     check_layout(&c, &raw, &devices, &wal, &flush)?;
     let memstore = memstore(&c, &raw, &wal)?;
-    let server = ServerConfig {
-        listen: c.or(
-            &raw.server.listen,
-            SocketAddr::from(([127, 0, 0, 1], 6380)),
-            |l| {
-                l.value.trim().parse().map_err(|_| {
-                    c.at(
-                        l,
-                        "server.listen",
-                        format!("{:?} is not an address:port", l.value),
-                    )
-                })
-            },
-        )?,
-    };
+    let server = server(&c, &raw, &memstore)?;
 
     let spdk = spdk_env(&c, &raw, &reactors, &devices)?;
 
@@ -209,6 +195,82 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
         flush,
         server,
         spdk,
+    })
+}
+
+fn server(c: &Checker, raw: &RawConfig, memstore: &MemstoreConfig) -> Result<ServerConfig> {
+    let s = &raw.server;
+    let addr = |l: &Leaf, field: &str| -> Result<SocketAddr> {
+        l.value
+            .trim()
+            .parse()
+            .map_err(|_| c.at(l, field, format!("{:?} is not an address:port", l.value)))
+    };
+    let listen = c.or(&s.listen, SocketAddr::from(([127, 0, 0, 1], 6380)), |l| {
+        addr(l, "server.listen")
+    })?;
+    let password = match &s.password {
+        Some(l) if l.value.is_empty() => {
+            return Err(c.at(
+                l,
+                "server.password",
+                "is empty (leave it out for no password)".to_string(),
+            ))
+        }
+        Some(l) => Some(l.value.clone()),
+        None => None,
+    };
+    if password.is_none() && !listen.ip().is_loopback() {
+        let l = s
+            .listen
+            .as_ref()
+            .expect("a non-loopback address comes from the map");
+        return Err(c.at(
+            l,
+            "server.listen",
+            format!(
+                "{listen} is not a loopback address and server.password is not set: anyone who can reach it could read and overwrite every key (set a password, or listen on 127.0.0.1)"
+            ),
+        ));
+    }
+    let max_clients = c.or(&s.max_clients, 1024, |l| {
+        match l.value.trim().parse::<usize>() {
+            Ok(n) if (1..=65536).contains(&n) => Ok(n),
+            _ => Err(c.at(
+                l,
+                "server.max-clients",
+                format!("{:?} is not a number from 1 to 65536", l.value),
+            )),
+        }
+    })?;
+    // A value at the memstore's limit must fit in a bulk string.
+    let need = memstore.max_value.max(memstore.max_key);
+    let max_bulk = c.or(&s.max_bulk, need.max(16 << 20), |l| {
+        let v = c.size(l, "server.max-bulk")?;
+        if v < need {
+            return Err(c.at(l, "server.max-bulk", format!("{v} bytes is below memstore.max-value ({need} bytes): such values could never be sent")));
+        }
+        Ok(v)
+    })?;
+    let max_query = c.or(&s.max_query, (max_bulk * 4).max(64 << 20), |l| {
+        let v = c.size(l, "server.max-query")?;
+        if v < max_bulk + 4096 {
+            return Err(c.at(l, "server.max-query", format!("{v} bytes cannot hold one request with a bulk string of server.max-bulk ({max_bulk} bytes)")));
+        }
+        Ok(v)
+    })?;
+    let metrics = match &s.metrics {
+        Some(l) if l.value.trim() == "off" => None,
+        Some(l) => Some(addr(l, "server.metrics")?),
+        None => None,
+    };
+    Ok(ServerConfig {
+        listen,
+        password,
+        max_clients,
+        max_bulk,
+        max_query,
+        metrics,
     })
 }
 
