@@ -23,5 +23,6 @@ pub mod engine;
 pub mod layout;
 pub mod memstore;
 pub mod reactor;
+pub mod server;
 pub mod table;
 pub mod wal;

@@ -1,0 +1,374 @@
+//! RESP, the Redis protocol: requests in, replies out.
+//!
+//! A request is an array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\na\r\n`),
+//! or an inline line of words (`GET a\r\n`, what telnet sends). [`Parser`]
+//! takes one request off the front of a buffer, or says it needs more
+//! bytes, or fails with the error Redis would give; after an error the
+//! connection is closed, as Redis does, since the stream can no longer be
+//! framed. The limits bound what one request may make the server hold.
+//!
+//! Replies are [`Reply`] values, encoded for the connection's protocol:
+//! RESP3 (after `HELLO 3`) has maps, nulls and verbatim text, which
+//! RESP2 spells as flat arrays, `$-1` and bulk strings.
+
+use std::fmt;
+
+/// What one request may make the server hold.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The largest bulk string (Redis's `proto-max-bulk-len`).
+    pub max_bulk: usize,
+    /// The most bytes a request may take, all its arguments together
+    /// (Redis's `client-query-buffer-limit`).
+    pub max_query: usize,
+}
+
+/// The most arguments a request may have (as Redis).
+pub const MAX_ARGS: usize = 1024 * 1024;
+
+/// The longest inline request, and the longest `*`/`$` header line.
+pub const MAX_INLINE: usize = 64 * 1024;
+
+/// A request that cannot be framed; the text follows `-ERR ` on the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Protocol error: {}", self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+fn error<T>(what: impl Into<String>) -> Result<T, ProtocolError> {
+    Err(ProtocolError(what.into()))
+}
+
+/// One request taken off a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// The arguments, and how many bytes of the buffer they took.
+    Request(Vec<Vec<u8>>, usize),
+    /// Bytes that hold no request (an empty line, `*0`): drop them.
+    Skip(usize),
+    /// The buffer ends inside a request.
+    Incomplete,
+}
+
+/// Takes requests off the front of a connection's buffer. It remembers the
+/// arguments of a request that is still arriving, so a large request read
+/// in many pieces is walked once, not once per read: after `Incomplete`,
+/// the next call must pass a buffer that starts at the same request.
+#[derive(Debug)]
+pub struct Parser {
+    limits: Limits,
+    partial: Option<Partial>,
+}
+
+#[derive(Debug)]
+struct Partial {
+    count: usize,
+    args: Vec<Vec<u8>>,
+    /// Where the next argument starts, from the start of the request.
+    at: usize,
+}
+
+impl Parser {
+    pub fn new(limits: Limits) -> Parser {
+        Parser {
+            limits,
+            partial: None,
+        }
+    }
+
+    /// Takes one request off the front of `buf`.
+    pub fn parse(&mut self, buf: &[u8]) -> Result<Parsed, ProtocolError> {
+        if let Some(p) = self.partial.take() {
+            return self.multibulk_args(buf, p);
+        }
+        match buf.first() {
+            None => Ok(Parsed::Incomplete),
+            Some(b'*') => self.multibulk(buf),
+            Some(_) => inline(buf),
+        }
+    }
+
+    fn multibulk(&mut self, buf: &[u8]) -> Result<Parsed, ProtocolError> {
+        let Some((head, at)) = line(buf, 0) else {
+            if buf.len() > MAX_INLINE {
+                return error("too big mbulk count string");
+            }
+            return Ok(Parsed::Incomplete);
+        };
+        if head.len() > MAX_INLINE {
+            return error("too big mbulk count string");
+        }
+        let count = match number(&head[1..]) {
+            Some(n) if n <= MAX_ARGS as i64 => n,
+            _ => return error("invalid multibulk length"),
+        };
+        if count <= 0 {
+            return Ok(Parsed::Skip(at));
+        }
+        let count = count as usize;
+        let args = Vec::with_capacity(count.min(1024));
+        self.multibulk_args(buf, Partial { count, args, at })
+    }
+
+    fn multibulk_args(&mut self, buf: &[u8], mut p: Partial) -> Result<Parsed, ProtocolError> {
+        let limits = self.limits;
+        while p.args.len() < p.count {
+            let Some((head, data)) = line(buf, p.at) else {
+                if buf.len() - p.at > MAX_INLINE {
+                    return error("too big bulk count string");
+                }
+                self.partial = Some(p);
+                return Ok(Parsed::Incomplete);
+            };
+            match head.first() {
+                Some(b'$') => {}
+                Some(&c) => return error(format!("expected '$', got '{}'", c as char)),
+                None => return error("expected '$', got ''"),
+            }
+            let len = match number(&head[1..]) {
+                Some(n) if n >= 0 && n as u64 <= limits.max_bulk as u64 => n as usize,
+                _ => return error("invalid bulk length"),
+            };
+            if data > limits.max_query || len > limits.max_query - data {
+                return error("query buffer limit reached");
+            }
+            if buf.len() < data + len + 2 {
+                self.partial = Some(p);
+                return Ok(Parsed::Incomplete);
+            }
+            if &buf[data + len..data + len + 2] != b"\r\n" {
+                return error("bulk string is not followed by CRLF");
+            }
+            p.args.push(buf[data..data + len].to_vec());
+            p.at = data + len + 2;
+        }
+        Ok(Parsed::Request(p.args, p.at))
+    }
+}
+
+/// The line starting at `at`, without its `\r\n`, and where the next begins.
+fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let nl = buf[at..].iter().position(|&b| b == b'\n')? + at;
+    let end = if nl > at && buf[nl - 1] == b'\r' {
+        nl - 1
+    } else {
+        nl
+    };
+    Some((&buf[at..end], nl + 1))
+}
+
+/// A decimal integer as Redis's `string2ll` reads it: optional minus, digits.
+fn number(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+fn inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {
+    let Some((text, next)) = line(buf, 0) else {
+        if buf.len() > MAX_INLINE {
+            return error("too big inline request");
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    if text.len() > MAX_INLINE {
+        return error("too big inline request");
+    }
+    let args =
+        split_args(text).ok_or_else(|| ProtocolError("unbalanced quotes in request".into()))?;
+    if args.is_empty() {
+        return Ok(Parsed::Skip(next));
+    }
+    Ok(Parsed::Request(args, next))
+}
+
+/// Splits an inline request into words as Redis's `sdssplitargs` does:
+/// spaces separate, "double quotes" take `\n`, `\xHH` and friends, 'single
+/// quotes' only `\'`. A closing quote must be followed by a space or the end.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    loop {
+        while i < line.len() && space(line[i]) {
+            i += 1;
+        }
+        if i == line.len() {
+            return Some(out);
+        }
+        let mut word = Vec::new();
+        match line[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    let c = *line.get(i)?;
+                    match c {
+                        b'\\'
+                            if line.get(i + 1) == Some(&b'x')
+                                && line.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+                                && line.get(i + 3).is_some_and(u8::is_ascii_hexdigit) =>
+                        {
+                            let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok()?;
+                            word.push(u8::from_str_radix(hex, 16).ok()?);
+                            i += 4;
+                        }
+                        b'\\' if i + 1 < line.len() => {
+                            word.push(match line[i + 1] {
+                                b'n' => b'\n',
+                                b'r' => b'\r',
+                                b't' => b'\t',
+                                b'b' => 0x08,
+                                b'a' => 0x07,
+                                other => other,
+                            });
+                            i += 2;
+                        }
+                        b'"' => {
+                            i += 1;
+                            if i < line.len() && !space(line[i]) {
+                                return None;
+                            }
+                            break;
+                        }
+                        _ => {
+                            word.push(c);
+                            i += 1;
+                        }
+                    }
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    let c = *line.get(i)?;
+                    if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
+                        word.push(b'\'');
+                        i += 2;
+                    } else if c == b'\'' {
+                        i += 1;
+                        if i < line.len() && !space(line[i]) {
+                            return None;
+                        }
+                        break;
+                    } else {
+                        word.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            _ => {
+                while i < line.len() && !space(line[i]) {
+                    word.push(line[i]);
+                    i += 1;
+                }
+            }
+        }
+        out.push(word);
+    }
+}
+
+/// A reply, encoded for RESP2 or RESP3 by [`Reply::encode`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// `+OK`: a short status without CR or LF.
+    Status(&'static str),
+    /// `-ERR ...`: the text must start with an error code (`ERR`, `WRONGTYPE`, ...).
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    /// A missing value: `$-1` in RESP2, `_` in RESP3.
+    Nil,
+    Array(Vec<Reply>),
+    /// A missing array (`*-1` in RESP2).
+    NilArray,
+    /// A map in RESP3, a flat array of keys and values in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// Text for humans (INFO, CLIENT LIST): verbatim in RESP3, bulk in RESP2.
+    Verbatim(String),
+}
+
+impl Reply {
+    pub fn ok() -> Reply {
+        Reply::Status("OK")
+    }
+
+    /// `-ERR <what>`.
+    pub fn err(what: impl fmt::Display) -> Reply {
+        Reply::Error(format!("ERR {what}"))
+    }
+
+    pub fn bulk(s: impl Into<Vec<u8>>) -> Reply {
+        Reply::Bulk(s.into())
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Appends the reply to `out` in protocol version `proto` (2 or 3).
+    pub fn encode(&self, out: &mut Vec<u8>, proto: u8) {
+        let resp3 = proto >= 3;
+        match self {
+            Reply::Status(s) => line_to(out, b'+', s.as_bytes()),
+            Reply::Error(e) => {
+                // A CR or LF would end the line early and desynchronise the client.
+                let clean: Vec<u8> = e
+                    .bytes()
+                    .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+                    .collect();
+                line_to(out, b'-', &clean);
+            }
+            Reply::Int(n) => line_to(out, b':', n.to_string().as_bytes()),
+            Reply::Bulk(b) => bulk_to(out, b'$', b),
+            Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Array(items) => {
+                line_to(out, b'*', items.len().to_string().as_bytes());
+                for i in items {
+                    i.encode(out, proto);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    line_to(out, b'%', pairs.len().to_string().as_bytes());
+                } else {
+                    line_to(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                }
+                for (k, v) in pairs {
+                    k.encode(out, proto);
+                    v.encode(out, proto);
+                }
+            }
+            Reply::Verbatim(text) if resp3 => {
+                let mut body = b"txt:".to_vec();
+                body.extend_from_slice(text.as_bytes());
+                bulk_to(out, b'=', &body);
+            }
+            Reply::Verbatim(text) => bulk_to(out, b'$', text.as_bytes()),
+        }
+    }
+}
+
+fn line_to(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn bulk_to(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
+    line_to(out, kind, body.len().to_string().as_bytes());
+    out.extend_from_slice(body);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests;
