@@ -80,6 +80,20 @@ enum Command {
         #[arg(long = "device")]
         devices: Vec<String>,
     },
+    /// Run the appliance: recover the engine and serve the Redis protocol
+    /// (RESP2 and RESP3) until SHUTDOWN, SIGTERM or SIGINT.
+    ///
+    /// On the first start with file devices (none of the map's files
+    /// exist yet) it formats them first, and says so.
+    Serve {
+        /// The YAML device map (default: the embedded conf/local.yaml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Listen here instead of the map's server.listen (port 0: any
+        /// free port; the real one is printed).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Benchmarks of the write path.
     #[command(subcommand)]
     Bench(Bench),
@@ -299,6 +313,11 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     Formatted::Skipped(why) => println!("  {name}: skipped: {why}"),
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve { config, listen } => {
+            let cfg = load(config.as_ref())?;
+            stria::server::serve(&cfg, listen)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { config } => {

@@ -1,3 +1,421 @@
 //! The appliance server: RESP (the Redis protocol) over TCP on the engine.
+//!
+//! One thread per connection. A connection reads what the socket has,
+//! takes every complete request off its buffer and runs them in order.
+//! Plain writes (`SET` without options) are submitted to the engine and not
+//! waited for, so a pipeline's writes, and those of every connection, share
+//! the WAL's group commit; before a command that reads, and before the
+//! replies go out, the connection waits for its writes in order. A write's
+//! reply goes out only once it is acknowledged at the connection's
+//! durability level, so what a client was told `OK` survives as promised.
+//!
+//! Commands that read a key to decide what to write (INCR, SET NX, HSET,
+//! DEL, ...) take their keys' stripes exclusively: [`stripes`] makes them
+//! wait for the plain writes in flight on those stripes and holds new ones
+//! back, so they see every write acknowledged before them and nothing slips
+//! between their read and their write.
 
+mod command;
+mod conn;
+mod data;
+pub mod glob;
+pub mod info;
+pub mod keys;
+pub mod metrics;
 pub mod resp;
+mod run;
+mod stripes;
+
+pub use run::serve;
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::config::{Config, Durability};
+use crate::device::AnyDevice;
+use crate::engine::{Engine, EngineStats};
+
+use metrics::ServerMetrics;
+use stripes::Stripes;
+
+/// The engine the server runs on.
+pub type ServerEngine = Engine<AnyDevice>;
+
+/// What the server takes from the device map.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    pub listen: SocketAddr,
+    pub password: Option<String>,
+    pub max_clients: usize,
+    pub limits: resp::Limits,
+    pub durability: Durability,
+    /// The longest engine key (`memstore.max-key`).
+    pub max_key: usize,
+    pub metrics: Option<SocketAddr>,
+    /// The map's file name, for INFO.
+    pub config_file: String,
+}
+
+impl ServerOptions {
+    pub fn from_config(cfg: &Config) -> ServerOptions {
+        let s = &cfg.server;
+        ServerOptions {
+            listen: s.listen,
+            password: s.password.clone(),
+            max_clients: s.max_clients,
+            limits: resp::Limits {
+                max_bulk: s.max_bulk as usize,
+                max_query: s.max_query as usize,
+            },
+            durability: cfg.wal.durability,
+            max_key: cfg.memstore.max_key as usize,
+            metrics: s.metrics,
+            config_file: cfg.source.clone(),
+        }
+    }
+}
+
+/// A connected client, as CLIENT LIST and INFO show it.
+pub struct Client {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub local: SocketAddr,
+    pub since: Instant,
+    /// Milliseconds since `since` of the last command.
+    last_active: AtomicU64,
+    pub name: Mutex<Vec<u8>>,
+    pub last_command: Mutex<String>,
+    pub proto: AtomicU8,
+    stream: TcpStream,
+}
+
+/// What every connection shares.
+pub struct Shared {
+    pub engine: ServerEngine,
+    pub opts: ServerOptions,
+    pub metrics: ServerMetrics,
+    pub started: Instant,
+    /// The address the server listens on (the real port when 0 was asked).
+    pub local_addr: SocketAddr,
+    stripes: Stripes,
+    clients: Mutex<HashMap<u64, Arc<Client>>>,
+    /// Signalled when the last connection ends.
+    drained: Condvar,
+    next_client: AtomicU64,
+    cursors: Mutex<Cursors>,
+    stopping: AtomicBool,
+    stop_signal: Mutex<bool>,
+    stop_cv: Condvar,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+}
+
+/// SCAN cursors: a number for the client, the engine key to go on from.
+#[derive(Default)]
+struct Cursors {
+    next: u64,
+    open: VecDeque<(u64, Vec<u8>)>,
+}
+
+/// The Redis version the server says it speaks (HELLO, INFO): clients pick
+/// features by it.
+pub const REDIS_VERSION: &str = "7.2.0";
+
+/// At most this many SCAN cursors are kept; the oldest go first.
+const MAX_CURSORS: usize = 16 * 1024;
+
+impl Shared {
+    /// Asks the server to stop (SHUTDOWN, a signal).
+    pub fn request_stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        *self.stop_signal.lock().expect("stop lock") = true;
+        self.stop_cv.notify_all();
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    pub fn clients(&self) -> Vec<Arc<Client>> {
+        let mut v: Vec<_> = self
+            .clients
+            .lock()
+            .expect("clients lock")
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by_key(|c| c.id);
+        v
+    }
+
+    fn save_cursor(&self, from: Vec<u8>) -> u64 {
+        let mut c = self.cursors.lock().expect("cursor lock");
+        c.next += 1;
+        let id = c.next;
+        c.open.push_back((id, from));
+        if c.open.len() > MAX_CURSORS {
+            c.open.pop_front();
+        }
+        id
+    }
+
+    fn take_cursor(&self, id: u64) -> Option<Vec<u8>> {
+        let mut c = self.cursors.lock().expect("cursor lock");
+        let at = c.open.iter().position(|(i, _)| *i == id)?;
+        c.open.remove(at).map(|(_, k)| k)
+    }
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+    metrics: Option<(SocketAddr, JoinHandle<()>, metrics::ShutdownHandle)>,
+}
+
+impl Server {
+    /// Binds the listener (and the metrics endpoint) and starts accepting.
+    pub fn start(engine: ServerEngine, opts: ServerOptions) -> io::Result<Server> {
+        let listener = TcpListener::bind(opts.listen).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot listen on {}: {e}", opts.listen))
+        })?;
+        let local_addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            engine,
+            metrics: ServerMetrics::new(),
+            started: Instant::now(),
+            local_addr,
+            stripes: Stripes::new(),
+            clients: Mutex::new(HashMap::new()),
+            drained: Condvar::new(),
+            next_client: AtomicU64::new(1),
+            cursors: Mutex::new(Cursors::default()),
+            stopping: AtomicBool::new(false),
+            stop_signal: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            opts,
+        });
+        let metrics = match shared.opts.metrics {
+            Some(addr) => {
+                let s = shared.clone();
+                let render: Arc<dyn Fn() -> String + Send + Sync> =
+                    Arc::new(move || metrics::render_prometheus(&s.engine, &s.metrics));
+                Some(metrics::spawn_endpoint(addr, render).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot serve metrics on {addr}: {e}"))
+                })?)
+            }
+            None => None,
+        };
+        let s = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("stria-accept".into())
+            .spawn(move || accept_loop(&s, listener))?;
+        Ok(Server {
+            shared,
+            acceptor: Some(acceptor),
+            metrics,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// Where `/metrics` is served, when it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|m| m.0)
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Blocks until SHUTDOWN or [`Shared::request_stop`].
+    pub fn wait(&self) {
+        let mut stop = self.shared.stop_signal.lock().expect("stop lock");
+        while !*stop {
+            stop = self.shared.stop_cv.wait(stop).expect("stop lock");
+        }
+    }
+
+    /// Stops cleanly: no new connections; each connection finishes the
+    /// requests it has read and replies; then the log is made durable, the
+    /// memstores are flushed (so the next start replays nothing) and the
+    /// devices are closed.
+    pub fn stop(self) -> Result<EngineStats, String> {
+        let Server {
+            shared,
+            mut acceptor,
+            mut metrics,
+        } = self;
+        shared.request_stop();
+        // Wake the acceptor, which checks the flag after each accept.
+        let _ = TcpStream::connect_timeout(&wakeup(shared.local_addr), Duration::from_secs(1));
+        if let Some(a) = acceptor.take() {
+            let _ = a.join();
+        }
+        for c in shared.clients() {
+            let _ = c.stream.shutdown(Shutdown::Read);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut clients = shared.clients.lock().expect("clients lock");
+        while !clients.is_empty() && Instant::now() < deadline {
+            clients = shared
+                .drained
+                .wait_timeout(clients, Duration::from_millis(100))
+                .expect("clients lock")
+                .0;
+        }
+        for c in clients.values() {
+            // A client that does not read its replies holds its thread in
+            // write: cut it off.
+            let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        drop(clients);
+        if let Some((_, handle, stop)) = metrics.take() {
+            stop.stop();
+            let _ = handle.join();
+        }
+        let engine_ref = &shared.engine;
+        engine_ref
+            .wal()
+            .barrier()
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.wait().map_err(|e| e.to_string()))
+            .map_err(|e| format!("making the log durable: {e}"))?;
+        engine_ref
+            .flush_all()
+            .map_err(|e| format!("flushing the memstores: {e}"))?;
+        // Connection threads may still hold their reference for a moment.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut shared = shared;
+        let inner = loop {
+            match Arc::try_unwrap(shared) {
+                Ok(s) => break s,
+                Err(s) if Instant::now() < deadline => {
+                    shared = s;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(_) => return Err("connections did not end within 10 s of the stop".into()),
+            }
+        };
+        inner.engine.close().map_err(|e| format!("closing: {e}"))
+    }
+}
+
+/// The address to connect to to reach a listener on `addr` (0.0.0.0 is
+/// reached through loopback).
+fn wakeup(addr: SocketAddr) -> SocketAddr {
+    let mut a = addr;
+    if a.ip().is_unspecified() {
+        a.set_ip(match a {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    a
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        if shared.stopping() {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("accept: {e}");
+                // Out of descriptors: give the others a moment to close.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (Ok(addr), Ok(local)) = (stream.peer_addr(), stream.local_addr()) else {
+            continue;
+        };
+        let mut clients = shared.clients.lock().expect("clients lock");
+        if clients.len() >= shared.opts.max_clients {
+            drop(clients);
+            shared.metrics.connection_rejected();
+            let mut s = stream;
+            let _ = s.write_all(b"-ERR max number of clients reached\r\n");
+            continue;
+        }
+        let Ok(clone) = stream.try_clone() else {
+            continue;
+        };
+        let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
+        let client = Arc::new(Client {
+            id,
+            addr,
+            local,
+            since: Instant::now(),
+            last_active: AtomicU64::new(0),
+            name: Mutex::new(Vec::new()),
+            last_command: Mutex::new("NULL".into()),
+            proto: AtomicU8::new(2),
+            stream: clone,
+        });
+        clients.insert(id, client.clone());
+        drop(clients);
+        shared.metrics.connection_opened();
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("stria-conn-{id}"))
+            .stack_size(256 << 10)
+            .spawn(move || {
+                conn::serve(&s, &client, stream);
+                let mut clients = s.clients.lock().expect("clients lock");
+                clients.remove(&client.id);
+                s.metrics.connection_closed();
+                if clients.is_empty() {
+                    s.drained.notify_all();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start a connection thread: {e}");
+            shared.clients.lock().expect("clients lock").remove(&id);
+            shared.metrics.connection_closed();
+        }
+    }
+}
+
+/// A CLIENT LIST line.
+pub fn client_line(c: &Client) -> String {
+    let name = String::from_utf8_lossy(&c.name.lock().expect("client lock")).into_owned();
+    format!(
+        "id={} addr={} laddr={} name={} age={} idle={} flags=N db=0 cmd={} user=default resp={}",
+        c.id,
+        c.addr,
+        c.local,
+        name,
+        c.since.elapsed().as_secs(),
+        conn::Conn::idle_of(c),
+        c.last_command.lock().expect("client lock"),
+        c.proto.load(Ordering::Relaxed)
+    )
+}
+
+/// INFO's server section.
+pub fn server_section(s: &Shared) -> String {
+    let up = s.started.elapsed().as_secs();
+    format!(
+        "# Server\r\nredis_version:{REDIS_VERSION}\r\nstria_version:{}\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{up}\r\nuptime_in_days:{}\r\nconfig_file:{}\r\nappliance_durability:{:?}\r\n\r\n",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        std::process::id(),
+        s.local_addr.port(),
+        up / 86400,
+        s.opts.config_file,
+        s.opts.durability,
+    )
+}

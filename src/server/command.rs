@@ -1,0 +1,728 @@
+//! The command table, dispatch, and the commands about the connection and
+//! the server (the data commands are in `data.rs`).
+
+use std::sync::atomic::Ordering;
+
+use super::conn::{Conn, Outcome};
+use super::glob;
+use super::resp::Reply;
+use crate::config::Durability;
+
+/// What a command is, as COMMAND INFO tells clients.
+pub struct Spec {
+    pub name: &'static str,
+    /// Redis's convention: N exactly N arguments (the name included), -N at least N.
+    pub arity: i32,
+    pub flags: &'static [&'static str],
+    /// First key, last key (-1: the last argument), step.
+    pub keys: (i32, i32, i32),
+    pub group: &'static str,
+    pub summary: &'static str,
+}
+
+const W: &[&str] = &["write"];
+const R: &[&str] = &["readonly", "fast"];
+const A: &[&str] = &["fast"];
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $summary:literal) => {
+        Spec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            group: $group,
+            summary: $summary,
+        }
+    };
+}
+
+/// Every command the server knows, by name.
+pub static COMMANDS: &[Spec] = &[
+    spec!(
+        "ping",
+        -1,
+        A,
+        (0, 0, 0),
+        "connection",
+        "Returns PONG, or the argument."
+    ),
+    spec!(
+        "echo",
+        2,
+        A,
+        (0, 0, 0),
+        "connection",
+        "Returns the argument."
+    ),
+    spec!(
+        "hello",
+        -1,
+        A,
+        (0, 0, 0),
+        "connection",
+        "Handshake: protocol version, AUTH, SETNAME."
+    ),
+    spec!(
+        "auth",
+        -2,
+        A,
+        (0, 0, 0),
+        "connection",
+        "Authenticates the connection."
+    ),
+    spec!(
+        "select",
+        2,
+        A,
+        (0, 0, 0),
+        "connection",
+        "Selects database 0, the only one."
+    ),
+    spec!(
+        "quit",
+        -1,
+        A,
+        (0, 0, 0),
+        "connection",
+        "Closes the connection."
+    ),
+    spec!(
+        "client",
+        -2,
+        A,
+        (0, 0, 0),
+        "connection",
+        "SETNAME, GETNAME, ID, LIST, INFO, SETINFO."
+    ),
+    spec!(
+        "set",
+        -3,
+        W,
+        (1, 1, 1),
+        "string",
+        "Sets a string value (NX, XX, GET; no expiry)."
+    ),
+    spec!("get", 2, R, (1, 1, 1), "string", "Returns a string value."),
+    spec!(
+        "getdel",
+        2,
+        W,
+        (1, 1, 1),
+        "string",
+        "Returns a string value and deletes the key."
+    ),
+    spec!(
+        "mset",
+        -3,
+        W,
+        (1, -1, 2),
+        "string",
+        "Sets several string values."
+    ),
+    spec!(
+        "mget",
+        -2,
+        R,
+        (1, -1, 1),
+        "string",
+        "Returns several string values."
+    ),
+    spec!(
+        "incr",
+        2,
+        W,
+        (1, 1, 1),
+        "string",
+        "Adds 1 to an integer value."
+    ),
+    spec!(
+        "incrby",
+        3,
+        W,
+        (1, 1, 1),
+        "string",
+        "Adds to an integer value."
+    ),
+    spec!(
+        "decr",
+        2,
+        W,
+        (1, 1, 1),
+        "string",
+        "Subtracts 1 from an integer value."
+    ),
+    spec!(
+        "decrby",
+        3,
+        W,
+        (1, 1, 1),
+        "string",
+        "Subtracts from an integer value."
+    ),
+    spec!(
+        "del",
+        -2,
+        W,
+        (1, -1, 1),
+        "generic",
+        "Deletes keys (strings and whole hashes)."
+    ),
+    spec!(
+        "exists",
+        -2,
+        R,
+        (1, -1, 1),
+        "generic",
+        "Counts the keys that exist."
+    ),
+    spec!(
+        "type",
+        2,
+        R,
+        (1, 1, 1),
+        "generic",
+        "The type of a key: string, hash or none."
+    ),
+    spec!(
+        "scan",
+        -2,
+        &["readonly"],
+        (0, 0, 0),
+        "generic",
+        "Iterates over the keys (MATCH, COUNT, TYPE)."
+    ),
+    spec!(
+        "dbsize",
+        1,
+        &["readonly"],
+        (0, 0, 0),
+        "server",
+        "Counts the keys (reads them all)."
+    ),
+    spec!("hset", -4, W, (1, 1, 1), "hash", "Sets fields of a hash."),
+    spec!(
+        "hmset",
+        -4,
+        W,
+        (1, 1, 1),
+        "hash",
+        "Sets fields of a hash (replies OK)."
+    ),
+    spec!(
+        "hget",
+        3,
+        R,
+        (1, 1, 1),
+        "hash",
+        "Returns a field of a hash."
+    ),
+    spec!(
+        "hmget",
+        -3,
+        R,
+        (1, 1, 1),
+        "hash",
+        "Returns fields of a hash."
+    ),
+    spec!(
+        "hdel",
+        -3,
+        W,
+        (1, 1, 1),
+        "hash",
+        "Deletes fields of a hash."
+    ),
+    spec!(
+        "hgetall",
+        2,
+        &["readonly"],
+        (1, 1, 1),
+        "hash",
+        "Returns every field and value of a hash."
+    ),
+    spec!(
+        "hexists",
+        3,
+        R,
+        (1, 1, 1),
+        "hash",
+        "Whether a hash has a field."
+    ),
+    spec!(
+        "hlen",
+        2,
+        &["readonly"],
+        (1, 1, 1),
+        "hash",
+        "Counts the fields of a hash."
+    ),
+    spec!(
+        "info",
+        -1,
+        &["loading", "stale"],
+        (0, 0, 0),
+        "server",
+        "What the appliance is doing."
+    ),
+    spec!(
+        "config",
+        -2,
+        &["admin"],
+        (0, 0, 0),
+        "server",
+        "CONFIG GET of the settings clients ask about."
+    ),
+    spec!(
+        "command",
+        -1,
+        &["loading", "stale"],
+        (0, 0, 0),
+        "server",
+        "COUNT, DOCS, INFO, LIST."
+    ),
+    spec!(
+        "waitaof",
+        4,
+        &[],
+        (0, 0, 0),
+        "generic",
+        "Waits until this connection's writes are durable (sync)."
+    ),
+    spec!(
+        "shutdown",
+        -1,
+        &["admin"],
+        (0, 0, 0),
+        "server",
+        "Stops the server cleanly."
+    ),
+    spec!(
+        "stria.durability",
+        -1,
+        A,
+        (0, 0, 0),
+        "connection",
+        "Sets this connection's durability: none, async, write or sync."
+    ),
+];
+
+pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    if name.len() > 32 {
+        return None;
+    }
+    let lower = name.to_ascii_lowercase();
+    COMMANDS
+        .iter()
+        .find(|c| c.name.as_bytes() == lower.as_slice())
+}
+
+pub fn wrong_type() -> Reply {
+    Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+}
+
+pub fn syntax_error() -> Reply {
+    Reply::err("syntax error")
+}
+
+pub fn not_integer() -> Reply {
+    Reply::err("value is not an integer or out of range")
+}
+
+/// An integer argument as Redis reads one.
+pub fn integer(arg: &[u8]) -> Option<i64> {
+    if arg.is_empty() || arg.len() > 20 || arg[0] == b'+' {
+        return None;
+    }
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+fn show(arg: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&arg[..arg.len().min(128)]);
+    s.replace(['\r', '\n'], " ")
+}
+
+fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn durability_name(d: Durability) -> &'static str {
+    match d {
+        Durability::None => "none",
+        Durability::Async => "async",
+        Durability::Write => "write",
+        Durability::Sync => "sync",
+    }
+}
+
+impl<'a> Conn<'a> {
+    /// Runs one request: its command's name (for the metrics) and outcome.
+    pub fn dispatch(&mut self, args: Vec<Vec<u8>>) -> (&'static str, Outcome<'a>) {
+        let Some(spec) = lookup(&args[0]) else {
+            let mut msg = format!(
+                "unknown command '{}', with args beginning with: ",
+                show(&args[0])
+            );
+            for a in args.iter().skip(1).take(8) {
+                msg.push_str(&format!("'{}' ", show(a)));
+            }
+            return ("unknown", Outcome::Reply(Reply::err(msg)));
+        };
+        *self.client.last_command.lock().expect("client lock") = spec.name.to_string();
+        let n = args.len() as i32;
+        if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+            return (
+                spec.name,
+                Outcome::Reply(Reply::err(format!(
+                    "wrong number of arguments for '{}' command",
+                    spec.name
+                ))),
+            );
+        }
+        if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit") {
+            return (
+                spec.name,
+                Outcome::Reply(Reply::Error("NOAUTH Authentication required.".into())),
+            );
+        }
+        // Only a plain SET leaves this connection's writes in flight;
+        // everything else sees them first.
+        if spec.name != "set" {
+            self.settle();
+        }
+        let out = match spec.name {
+            "ping" => Outcome::Reply(match args.get(1) {
+                Some(m) if args.len() == 2 => Reply::bulk(m.clone()),
+                Some(_) => Reply::err("wrong number of arguments for 'ping' command"),
+                None => Reply::Status("PONG"),
+            }),
+            "echo" => Outcome::Reply(Reply::bulk(args[1].clone())),
+            "quit" => Outcome::Close(Reply::ok()),
+            "select" => Outcome::Reply(match integer(&args[1]) {
+                Some(0) => Reply::ok(),
+                Some(_) => Reply::err("DB index is out of range"),
+                None => not_integer(),
+            }),
+            "auth" => Outcome::Reply(self.auth(&args[1..])),
+            "hello" => Outcome::Reply(self.hello(&args[1..])),
+            "client" => Outcome::Reply(self.client_command(&args[1..])),
+            "info" => Outcome::Reply(self.info(args.get(1).map(|a| show(a)))),
+            "config" => Outcome::Reply(self.config(&args[1..])),
+            "command" => Outcome::Reply(command_command(&args[1..])),
+            "waitaof" => Outcome::Reply(self.waitaof(&args[1..])),
+            "stria.durability" => Outcome::Reply(self.set_durability(&args[1..])),
+            "shutdown" => match args.get(1).map(|a| a.to_ascii_lowercase()) {
+                Some(a) if a == b"abort" => Outcome::Reply(Reply::err("No shutdown in progress.")),
+                _ => {
+                    tracing::info!(
+                        "SHUTDOWN from client {} ({})",
+                        self.client.id,
+                        self.client.addr
+                    );
+                    self.shared.request_stop();
+                    Outcome::Stop
+                }
+            },
+            _ => self.data(spec.name, args),
+        };
+        (spec.name, out)
+    }
+
+    fn auth(&mut self, args: &[Vec<u8>]) -> Reply {
+        let Some(password) = &self.shared.opts.password else {
+            return Reply::err("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+        };
+        let (user, given) = match args {
+            [p] => (&b"default"[..], p),
+            [u, p] => (u.as_slice(), p),
+            _ => return syntax_error(),
+        };
+        if user == b"default" && equal_in_constant_time(given, password.as_bytes()) {
+            self.authed = true;
+            Reply::ok()
+        } else {
+            self.shared.metrics.auth_failure();
+            Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+        }
+    }
+
+    fn hello(&mut self, args: &[Vec<u8>]) -> Reply {
+        let mut proto = self.proto;
+        let mut rest = args;
+        if let Some(v) = args.first() {
+            match integer(v) {
+                Some(p @ (2 | 3)) => proto = p as u8,
+                Some(_) => return Reply::Error("NOPROTO unsupported protocol version".into()),
+                None => return Reply::err("Protocol version is not an integer or out of range"),
+            }
+            rest = &args[1..];
+        }
+        let mut name = None;
+        while let Some(opt) = rest.first() {
+            match opt.to_ascii_lowercase().as_slice() {
+                b"auth" if rest.len() >= 3 => {
+                    let r = self.auth(&rest[1..3]);
+                    if r.is_error() {
+                        return r;
+                    }
+                    rest = &rest[3..];
+                }
+                b"setname" if rest.len() >= 2 => {
+                    name = Some(rest[1].clone());
+                    rest = &rest[2..];
+                }
+                _ => return Reply::err(format!("Syntax error in HELLO option '{}'", show(opt))),
+            }
+        }
+        if !self.authed {
+            return Reply::Error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into());
+        }
+        if let Some(n) = name {
+            if let Err(r) = self.set_name(n) {
+                return r;
+            }
+        }
+        self.proto = proto;
+        self.client.proto.store(proto, Ordering::Relaxed);
+        Reply::Map(vec![
+            (Reply::bulk("server"), Reply::bulk("redis")),
+            (Reply::bulk("version"), Reply::bulk(super::REDIS_VERSION)),
+            (Reply::bulk("proto"), Reply::Int(proto as i64)),
+            (Reply::bulk("id"), Reply::Int(self.client.id as i64)),
+            (Reply::bulk("mode"), Reply::bulk("standalone")),
+            (Reply::bulk("role"), Reply::bulk("master")),
+            (Reply::bulk("modules"), Reply::Array(vec![])),
+        ])
+    }
+
+    fn set_name(&self, name: Vec<u8>) -> Result<(), Reply> {
+        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+            return Err(Reply::err(
+                "Client names cannot contain spaces, newlines or special characters.",
+            ));
+        }
+        *self.client.name.lock().expect("client lock") = name;
+        Ok(())
+    }
+
+    fn client_command(&mut self, args: &[Vec<u8>]) -> Reply {
+        let sub = args[0].to_ascii_lowercase();
+        match (sub.as_slice(), args.len()) {
+            (b"setname", 2) => match self.set_name(args[1].clone()) {
+                Ok(()) => Reply::ok(),
+                Err(r) => r,
+            },
+            (b"getname", 1) => {
+                let name = self.client.name.lock().expect("client lock").clone();
+                if name.is_empty() {
+                    Reply::Nil
+                } else {
+                    Reply::Bulk(name)
+                }
+            }
+            (b"id", 1) => Reply::Int(self.client.id as i64),
+            (b"list", 1) => {
+                let mut text = String::new();
+                for c in self.shared.clients() {
+                    text.push_str(&super::client_line(&c));
+                    text.push('\n');
+                }
+                Reply::Verbatim(text)
+            }
+            (b"info", 1) => {
+                let mut line = super::client_line(self.client);
+                line.push('\n');
+                Reply::Verbatim(line)
+            }
+            (b"setinfo", 3) | (b"no-evict", 2) | (b"no-touch", 2) => Reply::ok(),
+            (b"setname" | b"getname" | b"id" | b"list" | b"info" | b"setinfo", _) => Reply::err(
+                format!("wrong number of arguments for 'client|{}' command", show(&sub)),
+            ),
+            _ => Reply::err(format!(
+                "unknown subcommand '{}'. Stria supports CLIENT SETNAME, GETNAME, ID, LIST, INFO and SETINFO.",
+                show(&args[0])
+            )),
+        }
+    }
+
+    fn config(&mut self, args: &[Vec<u8>]) -> Reply {
+        let sub = args[0].to_ascii_lowercase();
+        if sub != b"get" {
+            return Reply::err(format!(
+                "CONFIG {} is not supported: Stria is configured by its device map ({})",
+                show(&args[0]).to_uppercase(),
+                self.shared.opts.config_file
+            ));
+        }
+        if args.len() < 2 {
+            return Reply::err("wrong number of arguments for 'config|get' command");
+        }
+        let o = &self.shared.opts;
+        let appendfsync = match o.durability {
+            Durability::Sync => "always",
+            Durability::Write | Durability::Async => "everysec",
+            Durability::None => "no",
+        };
+        let settings: Vec<(&str, String)> = vec![
+            ("save", String::new()),
+            ("appendonly", "yes".into()),
+            ("appendfsync", appendfsync.into()),
+            ("databases", "1".into()),
+            ("port", self.shared.local_addr.port().to_string()),
+            ("bind", self.shared.local_addr.ip().to_string()),
+            ("maxclients", o.max_clients.to_string()),
+            ("proto-max-bulk-len", o.limits.max_bulk.to_string()),
+            ("client-query-buffer-limit", o.limits.max_query.to_string()),
+            (
+                "protected-mode",
+                if o.password.is_some() { "no" } else { "yes" }.into(),
+            ),
+            ("maxmemory", "0".into()),
+            ("timeout", "0".into()),
+        ];
+        let mut out = Vec::new();
+        for (name, value) in &settings {
+            if args[1..]
+                .iter()
+                .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
+            {
+                out.push((Reply::bulk(*name), Reply::bulk(value.as_str())));
+            }
+        }
+        Reply::Map(out)
+    }
+
+    fn waitaof(&mut self, args: &[Vec<u8>]) -> Reply {
+        let (Some(local), Some(replicas), Some(timeout)) =
+            (integer(&args[0]), integer(&args[1]), integer(&args[2]))
+        else {
+            return not_integer();
+        };
+        if local < 0 || replicas < 0 || timeout < 0 {
+            return Reply::err("timeout is negative");
+        }
+        if replicas > 0 {
+            return Reply::err("WAITAOF: Stria has no replicas; numreplicas must be 0");
+        }
+        // Every earlier write of this connection has been acknowledged
+        // (dispatch settled them); a barrier makes them all durable.
+        let wal = self.shared.engine.wal();
+        match wal
+            .barrier()
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.wait().map_err(|e| e.to_string()))
+        {
+            Ok(_) => Reply::Array(vec![Reply::Int(1), Reply::Int(0)]),
+            Err(e) => Reply::err(format!("the log could not be made durable: {e}")),
+        }
+    }
+
+    fn set_durability(&mut self, args: &[Vec<u8>]) -> Reply {
+        match args {
+            [] => Reply::bulk(durability_name(self.durability)),
+            [level] => {
+                self.durability = match level.to_ascii_lowercase().as_slice() {
+                    b"none" => Durability::None,
+                    b"async" => Durability::Async,
+                    b"write" => Durability::Write,
+                    b"sync" => Durability::Sync,
+                    _ => {
+                        return Reply::err(format!(
+                            "'{}' is not a durability level (none, async, write or sync)",
+                            show(level)
+                        ))
+                    }
+                };
+                Reply::ok()
+            }
+            _ => Reply::err("wrong number of arguments for 'stria.durability' command"),
+        }
+    }
+
+    fn info(&mut self, section: Option<String>) -> Reply {
+        let s = self.shared;
+        let want = section.as_deref().map(str::to_ascii_lowercase);
+        let all = matches!(
+            want.as_deref(),
+            None | Some("all" | "default" | "everything")
+        );
+        let mut text = String::new();
+        if all || want.as_deref() == Some("server") {
+            text.push_str(&super::server_section(s));
+        }
+        if all || want.as_deref() == Some("keyspace") {
+            text.push_str(&format!(
+                "# Keyspace\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\r\n",
+                s.hits.load(Ordering::Relaxed),
+                s.misses.load(Ordering::Relaxed)
+            ));
+        }
+        text.push_str(&super::info::engine_sections(
+            &s.engine,
+            &s.metrics,
+            section.as_deref(),
+        ));
+        Reply::Verbatim(text)
+    }
+}
+
+fn command_entry(c: &Spec) -> Reply {
+    Reply::Array(vec![
+        Reply::bulk(c.name),
+        Reply::Int(c.arity as i64),
+        Reply::Array(c.flags.iter().map(|f| Reply::Status(f)).collect()),
+        Reply::Int(c.keys.0 as i64),
+        Reply::Int(c.keys.1 as i64),
+        Reply::Int(c.keys.2 as i64),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+fn command_command(args: &[Vec<u8>]) -> Reply {
+    let Some(sub) = args.first().map(|a| a.to_ascii_lowercase()) else {
+        return Reply::Array(COMMANDS.iter().map(command_entry).collect());
+    };
+    match sub.as_slice() {
+        b"count" => Reply::Int(COMMANDS.len() as i64),
+        b"list" => Reply::Array(COMMANDS.iter().map(|c| Reply::bulk(c.name)).collect()),
+        b"info" => Reply::Array(
+            args[1..]
+                .iter()
+                .map(|n| lookup(n).map_or(Reply::Nil, command_entry))
+                .collect(),
+        ),
+        b"docs" => {
+            let docs = |c: &Spec| {
+                (
+                    Reply::bulk(c.name),
+                    Reply::Map(vec![
+                        (Reply::bulk("summary"), Reply::bulk(c.summary)),
+                        (Reply::bulk("since"), Reply::bulk("1.0.0")),
+                        (Reply::bulk("group"), Reply::bulk(c.group)),
+                    ]),
+                )
+            };
+            if args.len() == 1 {
+                Reply::Map(COMMANDS.iter().map(docs).collect())
+            } else {
+                Reply::Map(
+                    args[1..]
+                        .iter()
+                        .filter_map(|n| lookup(n))
+                        .map(docs)
+                        .collect(),
+                )
+            }
+        }
+        _ => Reply::err(format!(
+            "unknown subcommand '{}'. Stria supports COMMAND COUNT, DOCS, INFO and LIST.",
+            show(&args[0])
+        )),
+    }
+}

@@ -1,0 +1,231 @@
+//! One connection: read, run every complete request, reply in order.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::resp::{Parsed, Parser, Reply};
+use super::stripes::PlainMark;
+use super::{Client, Shared};
+use crate::config::Durability;
+use crate::device::AnyDevice;
+use crate::engine::Pending;
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Replies buffered (or writes in flight) before the connection stops
+/// taking requests off its buffer and sends what it has.
+const MAX_OUT: usize = 1 << 20;
+const MAX_SLOTS: usize = 1024;
+
+/// A reply in order: ready, or waiting for a write's acknowledgement.
+enum Slot<'a> {
+    Ready(Reply),
+    Write {
+        pending: Pending<'a, AnyDevice>,
+        mark: PlainMark,
+        ok: Reply,
+        command: &'static str,
+        started: Instant,
+    },
+}
+
+/// What running a request asks of the connection.
+pub enum Outcome<'a> {
+    Reply(Reply),
+    /// A plain write in flight; `ok` is its reply once acknowledged.
+    Write {
+        pending: Pending<'a, AnyDevice>,
+        mark: PlainMark,
+        ok: Reply,
+    },
+    /// Reply, then close (QUIT).
+    Close(Reply),
+    /// Close without a reply (SHUTDOWN).
+    Stop,
+}
+
+/// A connection's state.
+pub struct Conn<'a> {
+    pub shared: &'a Shared,
+    pub client: &'a Client,
+    pub proto: u8,
+    pub authed: bool,
+    pub durability: Durability,
+    slots: VecDeque<Slot<'a>>,
+    out: Vec<u8>,
+}
+
+pub fn serve(shared: &Arc<Shared>, client: &Arc<Client>, stream: TcpStream) {
+    let mut conn = Conn {
+        shared,
+        client,
+        proto: 2,
+        authed: shared.opts.password.is_none(),
+        durability: shared.opts.durability,
+        slots: VecDeque::new(),
+        out: Vec::with_capacity(16 * 1024),
+    };
+    if let Err(e) = conn.run(stream) {
+        tracing::debug!("client {} ({}): {e}", client.id, client.addr);
+    }
+    // Writes still in flight are waited for: their stripes must be let go,
+    // and the engine's acknowledgement still comes for them.
+    conn.settle();
+}
+
+impl<'a> Conn<'a> {
+    fn run(&mut self, mut stream: TcpStream) -> std::io::Result<()> {
+        let mut parser = Parser::new(self.shared.opts.limits);
+        let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+        loop {
+            let mut off = 0;
+            let mut close = false;
+            loop {
+                let parsed = match parser.parse(&buf[off..]) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.shared.metrics.protocol_error();
+                        self.push(Reply::err(&e));
+                        close = true;
+                        break;
+                    }
+                };
+                match parsed {
+                    Parsed::Incomplete => break,
+                    Parsed::Skip(n) => off += n,
+                    Parsed::Request(args, n) => {
+                        off += n;
+                        match self.request(args) {
+                            Outcome::Reply(r) => self.push(r),
+                            Outcome::Write { pending, mark, ok } => {
+                                self.slots.push_back(Slot::Write {
+                                    pending,
+                                    mark,
+                                    ok,
+                                    command: "set",
+                                    started: Instant::now(),
+                                });
+                            }
+                            Outcome::Close(r) => {
+                                self.push(r);
+                                close = true;
+                                break;
+                            }
+                            Outcome::Stop => {
+                                close = true;
+                                break;
+                            }
+                        }
+                        if self.out.len() >= MAX_OUT || self.slots.len() >= MAX_SLOTS {
+                            self.settle();
+                            self.send(&mut stream)?;
+                        }
+                    }
+                }
+            }
+            buf.drain(..off);
+            self.settle();
+            self.send(&mut stream)?;
+            if close {
+                return Ok(());
+            }
+            let len = buf.len();
+            buf.resize(len + READ_CHUNK, 0);
+            let n = loop {
+                match stream.read(&mut buf[len..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        buf.truncate(len);
+                        return Err(e);
+                    }
+                }
+            };
+            buf.truncate(len + n);
+            if n == 0 {
+                return Ok(());
+            }
+            self.shared.metrics.bytes_in(n as u64);
+            // A buffer grown for a large request is given back once it is done.
+            if buf.is_empty() && buf.capacity() > 4 * READ_CHUNK {
+                buf.shrink_to(READ_CHUNK);
+            }
+        }
+    }
+
+    /// Queues a reply after every earlier one.
+    fn push(&mut self, r: Reply) {
+        if self.slots.is_empty() {
+            r.encode(&mut self.out, self.proto);
+        } else {
+            self.slots.push_back(Slot::Ready(r));
+        }
+    }
+
+    /// Waits for every write in flight, in order, and encodes the replies.
+    pub fn settle(&mut self) {
+        while let Some(slot) = self.slots.pop_front() {
+            match slot {
+                Slot::Ready(r) => r.encode(&mut self.out, self.proto),
+                Slot::Write {
+                    pending,
+                    mark,
+                    ok,
+                    command,
+                    started,
+                } => {
+                    let result = pending.wait();
+                    self.shared.stripes.done(mark);
+                    let r = match result {
+                        Ok(()) => ok,
+                        Err(e) => Reply::err(e),
+                    };
+                    self.shared
+                        .metrics
+                        .command(command, started.elapsed(), r.is_error());
+                    r.encode(&mut self.out, self.proto);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        stream.write_all(&self.out)?;
+        self.shared.metrics.bytes_out(self.out.len() as u64);
+        self.out.clear();
+        if self.out.capacity() > 4 * MAX_OUT {
+            self.out.shrink_to(16 * 1024);
+        }
+        Ok(())
+    }
+
+    /// Runs one request and records it.
+    fn request(&mut self, args: Vec<Vec<u8>>) -> Outcome<'a> {
+        let started = Instant::now();
+        let client = self.client;
+        client
+            .last_active
+            .store(client.since.elapsed().as_millis() as u64, Ordering::Relaxed);
+        let (name, outcome) = self.dispatch(args);
+        if let Outcome::Reply(r) | Outcome::Close(r) = &outcome {
+            self.shared
+                .metrics
+                .command(name, started.elapsed(), r.is_error());
+        }
+        outcome
+    }
+
+    /// The time since the client's last command, for CLIENT LIST.
+    pub fn idle_of(c: &Client) -> u64 {
+        let active = c.last_active.load(Ordering::Relaxed);
+        (c.since.elapsed().as_millis() as u64).saturating_sub(active) / 1000
+    }
+}
