@@ -125,7 +125,10 @@ pub(super) struct FlushCounters {
     pub device_bytes: Vec<AtomicU64>,
     /// Block-file write requests and flush commands, per data device.
     pub device_writes: Vec<AtomicU64>,
+    pub device_flush_commands: Vec<AtomicU64>,
+    /// Memstore flushes and their file bytes, per data device.
     pub device_flushes: Vec<AtomicU64>,
+    pub device_flush_bytes: Vec<AtomicU64>,
     /// When the last flush was recorded, in milliseconds since the Unix
     /// epoch (0: none since open).
     pub last_flush_ms: AtomicU64,
@@ -140,7 +143,9 @@ impl FlushCounters {
             running: zeros(),
             device_bytes: zeros(),
             device_writes: zeros(),
+            device_flush_commands: zeros(),
             device_flushes: zeros(),
+            device_flush_bytes: zeros(),
             reactors: (0..reactors).map(|_| ReactorTime::default()).collect(),
             ..FlushCounters::default()
         }
@@ -265,6 +270,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let c = &self.counters.flush;
         c.flushes.fetch_add(1, Ordering::Relaxed);
         c.flush_bytes.fetch_add(meta.file_bytes, Ordering::Relaxed);
+        c.device_flushes[dev as usize].fetch_add(1, Ordering::Relaxed);
+        c.device_flush_bytes[dev as usize].fetch_add(meta.file_bytes, Ordering::Relaxed);
         c.flush_ns
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         let now = std::time::SystemTime::now()
@@ -546,7 +553,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         w.drain_all()?;
         let c = &self.counters.flush;
         c.device_writes[dev as usize].fetch_add(w.writes, Ordering::Relaxed);
-        c.device_flushes[dev as usize].fetch_add(1, Ordering::Relaxed);
+        c.device_flush_commands[dev as usize].fetch_add(1, Ordering::Relaxed);
         let flushed = wait::run(w.queue, Request::flush(u64::MAX)).map_err(|r| r.error)?;
         flushed.result?;
         c.device_bytes[dev as usize].fetch_add(meta.file_bytes, Ordering::Relaxed);

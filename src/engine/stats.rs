@@ -66,7 +66,10 @@ pub struct EngineStats {
     /// (manifest writes are in `manifest`, on the first
     /// `manifest_devices` data devices).
     pub device_writes: Vec<u64>,
+    pub device_flush_commands: Vec<u64>,
+    /// Per data device: memstore flushes written there, and their bytes.
     pub device_flushes: Vec<u64>,
+    pub device_flush_bytes: Vec<u64>,
     pub manifest: ManifestStats,
     pub manifest_devices: usize,
     /// Free bytes per data device.
@@ -92,6 +95,8 @@ pub struct EngineStats {
     pub flush_reactors: Vec<FlushReactorStats>,
     /// When the last flush was recorded since open.
     pub last_flush: Option<SystemTime>,
+    /// Why the engine refuses writes, once a flush or the WAL failed.
+    pub failed: Option<String>,
 }
 
 /// Where one flush reactor's time went.
@@ -167,7 +172,9 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             device_written: c.flush.device_bytes.iter().map(load).collect(),
             device_reads: i.store.read_counts(),
             device_writes: c.flush.device_writes.iter().map(load).collect(),
+            device_flush_commands: c.flush.device_flush_commands.iter().map(load).collect(),
             device_flushes: c.flush.device_flushes.iter().map(load).collect(),
+            device_flush_bytes: c.flush.device_flush_bytes.iter().map(load).collect(),
             manifest,
             manifest_devices: i.manifest_devices,
             device_free,
@@ -184,6 +191,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             wal_reactor: i.wal.reactor_counters(),
             flush_reactors,
             last_flush,
+            failed: i.failed.lock().expect("failed lock").clone(),
         }
     }
 }
