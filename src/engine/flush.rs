@@ -93,10 +93,11 @@ fn run<D: Device<Queue: Send> + Clone>(
         if let Err(e) = result {
             inner.fail(e.to_string());
         }
-        inner.sched.done(&job);
-        waiting = Instant::now();
+        // Counted before the job is done, so whoever waits for it sees it.
         time.busy_ns.fetch_add(ns(working), Ordering::Relaxed);
         time.jobs.fetch_add(1, Ordering::Relaxed);
+        waiting = Instant::now();
+        inner.sched.done(&job);
     }
     time.idle_ns.fetch_add(ns(waiting), Ordering::Relaxed);
 }
