@@ -1,0 +1,3 @@
+//! The RESP server: client connections, commands, INFO and metrics.
+
+pub mod metrics;
