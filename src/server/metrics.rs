@@ -1623,6 +1623,28 @@ mod tests {
     }
 
     #[test]
+    fn metrics_are_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<ServerMetrics>();
+        let m = Arc::new(ServerMetrics::new());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        m.command("get", Duration::from_micros(5), false);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(m.total_commands(), 4000);
+        assert_eq!(m.commands()[0].calls, 4000);
+    }
+
+    #[test]
     fn connections_and_bytes() {
         let m = ServerMetrics::new();
         m.connection_opened();
