@@ -14,6 +14,7 @@
 //! - [`table`]: the block file format (sorted, immutable tables of entries).
 //! - [`engine`]: the in-process API: put/delete/get/scan with a durability
 //!   level, flush reactors, compaction, recovery.
+//! - [`server`]: the RESP server's INFO sections and Prometheus metrics.
 
 pub mod admin;
 pub mod bench;

@@ -30,7 +30,7 @@ pub(super) fn spawn<D: Device<Queue: Send> + Clone>(
     inner: &Arc<Inner<D>>,
 ) -> Result<Vec<JoinHandle<()>>> {
     let mut handles = Vec::new();
-    for cfg in inner.opts.flush_reactors.clone() {
+    for (index, cfg) in inner.opts.flush_reactors.clone().into_iter().enumerate() {
         let shared = inner.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::Builder::new()
@@ -57,7 +57,7 @@ pub(super) fn spawn<D: Device<Queue: Send> + Clone>(
                     }
                 }
                 let _ = tx.send(Ok(()));
-                run(&inner, queues);
+                run(&inner, queues, &inner.counters.flush.reactors[index]);
             })
             .map_err(|e| EngineError::Layout(format!("cannot start a flush reactor: {e}")))?;
         match rx.recv() {
@@ -76,8 +76,16 @@ pub(super) fn spawn<D: Device<Queue: Send> + Clone>(
     Ok(handles)
 }
 
-fn run<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, mut queues: Vec<D::Queue>) {
+fn run<D: Device<Queue: Send> + Clone>(
+    inner: &Inner<D>,
+    mut queues: Vec<D::Queue>,
+    time: &ReactorTime,
+) {
+    let ns = |since: Instant| u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut waiting = Instant::now();
     while let Some(job) = inner.sched.next(|| inner.relieve_log()) {
+        let working = Instant::now();
+        time.idle_ns.fetch_add(ns(waiting), Ordering::Relaxed);
         let result = match &job {
             Job::Flush(r, ms) => inner.flush(&mut queues, *r, ms.clone()),
             Job::Compact(r) => inner.compact(&mut queues, *r),
@@ -85,8 +93,23 @@ fn run<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, mut queues: Vec<D::Queu
         if let Err(e) = result {
             inner.fail(e.to_string());
         }
+        // Counted before the job is done, so whoever waits for it sees it.
+        time.busy_ns.fetch_add(ns(working), Ordering::Relaxed);
+        time.jobs.fetch_add(1, Ordering::Relaxed);
+        waiting = Instant::now();
         inner.sched.done(&job);
     }
+    time.idle_ns.fetch_add(ns(waiting), Ordering::Relaxed);
+}
+
+/// Where a flush reactor's time went: running flushes and compactions
+/// (the relief checks it makes while waiting count as idle), or waiting
+/// for one.
+#[derive(Debug, Default)]
+pub(super) struct ReactorTime {
+    pub busy_ns: AtomicU64,
+    pub idle_ns: AtomicU64,
+    pub jobs: AtomicU64,
 }
 
 /// Counters of the flush reactors.
@@ -101,13 +124,30 @@ pub(super) struct FlushCounters {
     pub running: Vec<AtomicU64>,
     /// Bytes written per data device.
     pub device_bytes: Vec<AtomicU64>,
+    /// Block-file write requests and flush commands, per data device.
+    pub device_writes: Vec<AtomicU64>,
+    pub device_flush_commands: Vec<AtomicU64>,
+    /// Memstore flushes and their file bytes, per data device.
+    pub device_flushes: Vec<AtomicU64>,
+    pub device_flush_bytes: Vec<AtomicU64>,
+    /// When the last flush was recorded, in milliseconds since the Unix
+    /// epoch (0: none since open).
+    pub last_flush_ms: AtomicU64,
+    /// Per flush reactor, in the order of `flush_reactors`.
+    pub reactors: Vec<ReactorTime>,
 }
 
 impl FlushCounters {
-    pub fn new(devices: usize) -> FlushCounters {
+    pub fn new(devices: usize, reactors: usize) -> FlushCounters {
+        let zeros = || (0..devices).map(|_| AtomicU64::new(0)).collect();
         FlushCounters {
-            running: (0..devices).map(|_| AtomicU64::new(0)).collect(),
-            device_bytes: (0..devices).map(|_| AtomicU64::new(0)).collect(),
+            running: zeros(),
+            device_bytes: zeros(),
+            device_writes: zeros(),
+            device_flush_commands: zeros(),
+            device_flushes: zeros(),
+            device_flush_bytes: zeros(),
+            reactors: (0..reactors).map(|_| ReactorTime::default()).collect(),
             ..FlushCounters::default()
         }
     }
@@ -231,8 +271,14 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let c = &self.counters.flush;
         c.flushes.fetch_add(1, Ordering::Relaxed);
         c.flush_bytes.fetch_add(meta.file_bytes, Ordering::Relaxed);
+        c.device_flushes[dev as usize].fetch_add(1, Ordering::Relaxed);
+        c.device_flush_bytes[dev as usize].fetch_add(meta.file_bytes, Ordering::Relaxed);
         c.flush_ns
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        c.last_flush_ms.store(now, Ordering::Relaxed);
         if files > self.opts.compact_at {
             self.sched.push_compaction(r);
         }
@@ -476,6 +522,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             chunk: self.opts.flush_chunk,
             depth: self.opts.flush_depth.max(1),
             in_flight: 0,
+            writes: 0,
             spare: Vec::new(),
             done: Vec::new(),
             overflow: false,
@@ -505,10 +552,12 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             w.submit(buf)?;
         }
         w.drain_all()?;
+        let c = &self.counters.flush;
+        c.device_writes[dev as usize].fetch_add(w.writes, Ordering::Relaxed);
+        c.device_flush_commands[dev as usize].fetch_add(1, Ordering::Relaxed);
         let flushed = wait::run(w.queue, Request::flush(u64::MAX)).map_err(|r| r.error)?;
         flushed.result?;
-        self.counters.flush.device_bytes[dev as usize]
-            .fetch_add(meta.file_bytes, Ordering::Relaxed);
+        c.device_bytes[dev as usize].fetch_add(meta.file_bytes, Ordering::Relaxed);
         Ok(Some(meta))
     }
 }
@@ -529,6 +578,8 @@ pub(super) struct FileWriter<'a, D: Device> {
     chunk: usize,
     depth: usize,
     in_flight: usize,
+    /// Write requests submitted.
+    writes: u64,
     spare: Vec<IoBuf>,
     done: Vec<Completion>,
     overflow: bool,
@@ -580,6 +631,7 @@ impl<D: Device> FileWriter<'_, D> {
             .map_err(|r| r.error)?;
         self.written += len;
         self.in_flight += 1;
+        self.writes += 1;
         Ok(())
     }
 

@@ -50,7 +50,7 @@ use std::thread::JoinHandle;
 
 pub use error::{EngineError, Result};
 pub use open::{EngineDevices, OpenReport};
-pub use stats::EngineStats;
+pub use stats::{EngineStats, FlushReactorStats};
 pub use write::Pending;
 
 use crate::config::{Config, Durability};
@@ -147,6 +147,8 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     regions: Regions,
     region: Vec<Region<D>>,
     wal: Wal,
+    /// The WAL stripe, in order, for the devices' names and sizes.
+    wal_devices: Vec<D>,
     memory: Memory,
     store: Arc<Store<D>>,
     manifest: Mutex<Manifest<D>>,
@@ -219,6 +221,16 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     /// The data devices.
     pub fn data_devices(&self) -> &[D] {
         &self.inner.store.devices
+    }
+
+    /// The WAL devices, in stripe order.
+    pub fn wal_devices(&self) -> &[D] {
+        &self.inner.wal_devices
+    }
+
+    /// The options the engine runs with.
+    pub fn options(&self) -> &EngineOptions {
+        &self.inner.opts
     }
 
     /// Every flush and compaction queued so far is done; for tests and

@@ -259,8 +259,9 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             started: Instant::now(),
             relieved_at: AtomicU64::new(0),
             failed: Mutex::new(None),
-            counters: Counters::new(data_devices),
+            counters: Counters::new(data_devices, opts.flush_reactors.len()),
             wal,
+            wal_devices: devices.wal.clone(),
             opts,
         });
         // Segments below the replay point hold nothing the memstores need.

@@ -280,7 +280,7 @@ impl Server {
         }
         drop(clients);
         if let Some((_, handle, stop)) = metrics.take() {
-            stop.stop();
+            stop.shutdown();
             let _ = handle.join();
         }
         let engine_ref = &shared.engine;

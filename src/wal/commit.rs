@@ -100,6 +100,8 @@ struct Batch {
     state: State,
     /// Written with forced unit access: durable when the write completes.
     fua: bool,
+    /// When its write was submitted.
+    sent: Instant,
 }
 
 /// One device of the stripe, as the reactor sees it.
@@ -358,6 +360,11 @@ impl<Q: Queue> WalWork<Q> {
                 }
                 batch_buf.restore_len();
                 self.pool.push(batch_buf);
+                if let Some(i) = self.batch_index(c.tag) {
+                    let ns = self.batches[i].sent.elapsed().as_nanos();
+                    self.stats
+                        .batch_written(u64::try_from(ns).unwrap_or(u64::MAX));
+                }
                 if c.result.is_ok() {
                     let volatile = self.devs[d].volatile && !self.is_fua(c.tag);
                     if volatile {
@@ -498,6 +505,7 @@ impl<Q: Queue> WalWork<Q> {
                 last,
                 state: State::Writing,
                 fua,
+                sent: Instant::now(),
             });
             self.stats.batches.add(1);
             self.stats.records.add(records);

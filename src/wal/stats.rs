@@ -29,7 +29,24 @@ pub struct WalStats {
     pub log_full: Counter,
     /// Segments reclaimed after `release`.
     pub segments_reclaimed: Counter,
+    /// Nanoseconds from submitting each batch write to its completion,
+    /// summed, and the writes per [`WRITE_LATENCY_BOUNDS_NS`] bucket (one
+    /// more for the slower ones), for a latency histogram.
+    pub write_ns: Counter,
+    pub write_latency: Vec<Counter>,
 }
+
+/// Upper bounds of the batch write latency buckets: powers of two
+/// nanoseconds from about 8 µs to about 1 s.
+pub const WRITE_LATENCY_BOUNDS_NS: [u64; 18] = {
+    let mut b = [0u64; 18];
+    let mut i = 0;
+    while i < 18 {
+        b[i] = 1 << (13 + i);
+        i += 1;
+    }
+    b
+};
 
 impl WalStats {
     pub fn new(devices: usize) -> WalStats {
@@ -37,8 +54,19 @@ impl WalStats {
             flushes: (0..devices).map(|_| Counter::default()).collect(),
             device_batches: (0..devices).map(|_| Counter::default()).collect(),
             device_bytes: (0..devices).map(|_| Counter::default()).collect(),
+            write_latency: (0..=WRITE_LATENCY_BOUNDS_NS.len())
+                .map(|_| Counter::default())
+                .collect(),
             ..WalStats::default()
         }
+    }
+
+    /// Counts a batch write that took `ns` from submission to completion.
+    /// Only the WAL reactor calls this.
+    pub(crate) fn batch_written(&self, ns: u64) {
+        self.write_ns.add(ns);
+        let i = WRITE_LATENCY_BOUNDS_NS.partition_point(|&b| b < ns);
+        self.write_latency[i].add(1);
     }
 
     pub fn snapshot(&self) -> WalStatsSnapshot {
@@ -53,6 +81,8 @@ impl WalStats {
             writer_wait_ns: self.writer_wait_ns.load(Ordering::Relaxed),
             log_full: self.log_full.get(),
             segments_reclaimed: self.segments_reclaimed.get(),
+            write_ns: self.write_ns.get(),
+            write_latency: self.write_latency.iter().map(Counter::get).collect(),
         }
     }
 }
@@ -74,12 +104,20 @@ pub struct WalStatsSnapshot {
     pub writer_wait_ns: u64,
     pub log_full: u64,
     pub segments_reclaimed: u64,
+    /// See [`WalStats::write_ns`] and [`WalStats::write_latency`].
+    pub write_ns: u64,
+    pub write_latency: Vec<u64>,
 }
 
 impl WalStatsSnapshot {
     /// Records per batch, on average.
     pub fn records_per_batch(&self) -> f64 {
         self.records as f64 / self.batches.max(1) as f64
+    }
+
+    /// Batch writes completed (the latency histogram's count).
+    pub fn writes_completed(&self) -> u64 {
+        self.write_latency.iter().sum()
     }
 }
 

@@ -140,6 +140,9 @@ pub struct ManifestStats {
     pub checkpoints: u64,
     /// Bytes written, summed over the manifest devices.
     pub bytes_written: u64,
+    /// Write requests sent to each manifest device (every record goes to
+    /// all of them).
+    pub writes: u64,
 }
 
 /// Where the two halves are.
@@ -447,6 +450,7 @@ impl<D: Device> Manifest<D> {
             return Err(e.into());
         }
         self.stats.bytes_written += (data.len() * self.devices.len()) as u64;
+        self.stats.writes += 1;
         Ok(())
     }
 }
