@@ -563,9 +563,9 @@ impl<Q: Queue> WalWork<Q> {
             }
             self.write_lsn = b.last;
         }
-        let n = complete_upto(&mut self.write_waiters, self.write_lsn)
-            + complete_upto(&mut self.sync_waiters, self.sync_lsn);
-        // Published only when they move: most loop turns move neither.
+        // Published only when they move: most loop turns move neither. And
+        // before the waiters wake, so a woken writer never reads an older
+        // written or durable LSN than the one that woke it.
         if self.write_lsn != written {
             self.published
                 .write_lsn
@@ -576,7 +576,8 @@ impl<Q: Queue> WalWork<Q> {
                 .sync_lsn
                 .store(self.sync_lsn, Ordering::SeqCst);
         }
-        n
+        complete_upto(&mut self.write_waiters, self.write_lsn)
+            + complete_upto(&mut self.sync_waiters, self.sync_lsn)
     }
 
     fn reclaim(&mut self) {
