@@ -22,6 +22,60 @@ const READ_CHUNK: usize = 64 * 1024;
 const MAX_OUT: usize = 1 << 20;
 const MAX_SLOTS: usize = 1024;
 
+/// What a connection has read and not yet run: `buf[start..end]`. The
+/// buffer is zeroed once, when it grows, not at every read.
+struct Input {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Input {
+    fn new() -> Input {
+        Input {
+            buf: vec![0; READ_CHUNK],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            // A buffer grown for a large request is given back once it is done.
+            if self.buf.len() > 4 * READ_CHUNK {
+                self.buf = vec![0; READ_CHUNK];
+            }
+        }
+    }
+
+    /// Room to read into: at least `READ_CHUNK / 2` bytes. What is left of
+    /// a request moves to the front first; the parser's limits bound how
+    /// far the buffer grows.
+    fn space(&mut self) -> &mut [u8] {
+        if self.buf.len() - self.end < READ_CHUNK / 2 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.buf.len() - self.end < READ_CHUNK / 2 {
+                let grown = (self.buf.len() * 2).max(self.end + READ_CHUNK);
+                self.buf.resize(grown, 0);
+            }
+        }
+        &mut self.buf[self.end..]
+    }
+
+    fn filled(&mut self, n: usize) {
+        self.end += n;
+    }
+}
+
 /// A reply in order: ready, or waiting for a write's acknowledgement.
 enum Slot<'a> {
     Ready(Reply),
@@ -81,12 +135,12 @@ pub fn serve(shared: &Arc<Shared>, client: &Arc<Client>, stream: TcpStream) {
 impl<'a> Conn<'a> {
     fn run(&mut self, mut stream: TcpStream) -> std::io::Result<()> {
         let mut parser = Parser::new(self.shared.opts.limits);
-        let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+        let mut input = Input::new();
         loop {
             let mut off = 0;
             let mut close = false;
             loop {
-                let parsed = match parser.parse(&buf[off..]) {
+                let parsed = match parser.parse(&input.bytes()[off..]) {
                     Ok(p) => p,
                     Err(e) => {
                         self.shared.metrics.protocol_error();
@@ -128,33 +182,24 @@ impl<'a> Conn<'a> {
                     }
                 }
             }
-            buf.drain(..off);
+            input.consume(off);
             self.settle();
             self.send(&mut stream)?;
             if close {
                 return Ok(());
             }
-            let len = buf.len();
-            buf.resize(len + READ_CHUNK, 0);
             let n = loop {
-                match stream.read(&mut buf[len..]) {
+                match stream.read(input.space()) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        buf.truncate(len);
-                        return Err(e);
-                    }
+                    Err(e) => return Err(e),
                 }
             };
-            buf.truncate(len + n);
             if n == 0 {
                 return Ok(());
             }
+            input.filled(n);
             self.shared.metrics.bytes_in(n as u64);
-            // A buffer grown for a large request is given back once it is done.
-            if buf.is_empty() && buf.capacity() > 4 * READ_CHUNK {
-                buf.shrink_to(READ_CHUNK);
-            }
         }
     }
 
