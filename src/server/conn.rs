@@ -3,11 +3,11 @@
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::resp::{Parsed, Parser, Reply};
+use super::resp::{Parsed, Parser, ProtocolError, Reply};
 use super::stripes::PlainMark;
 use super::{Client, Shared};
 use crate::config::Durability;
@@ -23,19 +23,22 @@ const MAX_OUT: usize = 1 << 20;
 const MAX_SLOTS: usize = 1024;
 
 /// What a connection has read and not yet run: `buf[start..end]`. The
-/// buffer is zeroed once, when it grows, not at every read.
-struct Input {
+/// buffer is zeroed once, when it grows, not at every read. What buffers
+/// hold beyond their first chunk is charged to the server-wide `budget`.
+struct Input<'a> {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    budget: &'a AtomicUsize,
 }
 
-impl Input {
-    fn new() -> Input {
+impl<'a> Input<'a> {
+    fn new(budget: &'a AtomicUsize) -> Input<'a> {
         Input {
             buf: vec![0; READ_CHUNK],
             start: 0,
             end: 0,
+            budget,
         }
     }
 
@@ -50,6 +53,8 @@ impl Input {
             self.end = 0;
             // A buffer grown for a large request is given back once it is done.
             if self.buf.len() > 4 * READ_CHUNK {
+                self.budget
+                    .fetch_sub(self.buf.len() - READ_CHUNK, Ordering::Relaxed);
                 self.buf = vec![0; READ_CHUNK];
             }
         }
@@ -57,22 +62,36 @@ impl Input {
 
     /// Room to read into: at least `READ_CHUNK / 2` bytes. What is left of
     /// a request moves to the front first; the parser's limits bound how
-    /// far the buffer grows.
-    fn space(&mut self) -> &mut [u8] {
+    /// far one buffer grows, and `limit` how far all of them together do.
+    fn space(&mut self, limit: usize) -> Result<&mut [u8], ProtocolError> {
         if self.buf.len() - self.end < READ_CHUNK / 2 {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
             if self.buf.len() - self.end < READ_CHUNK / 2 {
                 let grown = (self.buf.len() * 2).max(self.end + READ_CHUNK);
+                let more = grown - self.buf.len();
+                if self.budget.fetch_add(more, Ordering::Relaxed) + more > limit {
+                    self.budget.fetch_sub(more, Ordering::Relaxed);
+                    return Err(ProtocolError(format!(
+                        "the server's request buffers are full ({limit} bytes over all connections); send smaller requests"
+                    )));
+                }
                 self.buf.resize(grown, 0);
             }
         }
-        &mut self.buf[self.end..]
+        Ok(&mut self.buf[self.end..])
     }
 
     fn filled(&mut self, n: usize) {
         self.end += n;
+    }
+}
+
+impl Drop for Input<'_> {
+    fn drop(&mut self) {
+        self.budget
+            .fetch_sub(self.buf.len() - READ_CHUNK, Ordering::Relaxed);
     }
 }
 
@@ -135,7 +154,8 @@ pub fn serve(shared: &Arc<Shared>, client: &Arc<Client>, stream: TcpStream) {
 impl<'a> Conn<'a> {
     fn run(&mut self, mut stream: TcpStream) -> std::io::Result<()> {
         let mut parser = Parser::new(self.shared.opts.limits);
-        let mut input = Input::new();
+        let mut input = Input::new(&self.shared.buffered);
+        let limit = self.shared.opts.buffer_budget();
         loop {
             let mut off = 0;
             let mut close = false;
@@ -189,7 +209,16 @@ impl<'a> Conn<'a> {
                 return Ok(());
             }
             let n = loop {
-                match stream.read(input.space()) {
+                let space = match input.space(limit) {
+                    Ok(space) => space,
+                    Err(e) => {
+                        self.shared.metrics.protocol_error();
+                        Reply::err(&e).encode(&mut self.out, self.proto);
+                        self.send(&mut stream)?;
+                        return Ok(());
+                    }
+                };
+                match stream.read(space) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),

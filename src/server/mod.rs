@@ -31,7 +31,7 @@ pub use run::serve;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -62,6 +62,12 @@ pub struct ServerOptions {
 }
 
 impl ServerOptions {
+    /// The most all connections' request buffers may hold together beyond
+    /// their first 64 KiB each: four requests of `max-query`, at least 1 GiB.
+    pub fn buffer_budget(&self) -> usize {
+        (4 * self.limits.max_query).max(1 << 30)
+    }
+
     pub fn from_config(cfg: &Config) -> ServerOptions {
         let s = &cfg.server;
         ServerOptions {
@@ -113,6 +119,8 @@ pub struct Shared {
     stop_cv: Condvar,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    /// Bytes connections' request buffers hold beyond their first chunk.
+    buffered: AtomicUsize,
 }
 
 /// SCAN cursors: a number for the client, the engine key to go on from.
@@ -200,6 +208,7 @@ impl Server {
             stop_cv: Condvar::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            buffered: AtomicUsize::new(0),
             opts,
         });
         let metrics = match shared.opts.metrics {
