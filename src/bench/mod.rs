@@ -1,10 +1,12 @@
-//! Benchmarks shared by the CLI (`stria devbench`) and `benches/`.
+//! Benchmarks shared by the CLI (`stria devbench`, `stria bench ...`) and
+//! `benches/`.
 
 pub mod devbench;
 pub mod device;
 pub mod flush;
 pub mod ingest;
 pub mod latency;
+pub mod resp_client;
 pub mod table;
 pub mod walpe;
 
