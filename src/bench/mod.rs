@@ -6,6 +6,7 @@ pub mod device;
 pub mod flush;
 pub mod ingest;
 pub mod latency;
+pub mod process;
 pub mod resp_client;
 pub mod table;
 pub mod walpe;
