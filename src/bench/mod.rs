@@ -3,6 +3,7 @@
 
 pub mod devbench;
 pub mod device;
+pub mod fio;
 pub mod flush;
 pub mod ingest;
 pub mod latency;
