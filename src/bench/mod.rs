@@ -8,6 +8,7 @@ pub mod flush;
 pub mod ingest;
 pub mod latency;
 pub mod process;
+pub mod random_write;
 pub mod resp_client;
 pub mod table;
 pub mod walpe;
