@@ -13,6 +13,7 @@ use stria::bench::flush::{self as flushbench, FlushOptions};
 use stria::bench::ingest::{self, IngestOptions, VerifyOptions};
 use stria::bench::process::Serve;
 use stria::bench::random_write::{self, RandomWriteOptions, Target};
+use stria::bench::redis_compare::{self, CompareOptions};
 use stria::bench::walpe::{self, WalPeOptions};
 use stria::config::{Config, Durability, IdlePolicy};
 
@@ -258,6 +259,33 @@ enum Bench {
         /// Seconds fio runs with --fio.
         #[arg(long, default_value_t = 5, requires = "fio")]
         fio_seconds: u32,
+    },
+    /// redis-benchmark -t set,get against Stria and against Redis with
+    /// appendfsync always, on the same disk, side by side.
+    ///
+    /// Starts `stria serve` with the map on a free loopback port (its
+    /// connections get the server's default durability, the map's
+    /// wal.durability) and, when redis-server is installed, Redis with
+    /// --appendonly yes --appendfsync always --save "" in a folder next to
+    /// the map's first WAL device file. For clients x pipeline in 1x1,
+    /// 50x1 and 50x16 it runs redis-benchmark against Stria, then Redis;
+    /// one table of requests/s, their ratio and p99 latencies. Needs
+    /// redis-benchmark (Debian: redis-tools).
+    /// Example: stria bench redis-compare --requests 100000
+    RedisCompare {
+        /// The YAML device map (default: the embedded conf/local.yaml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Requests per test and case (redis-benchmark -n).
+        #[arg(long, default_value_t = 100_000)]
+        requests: u64,
+        /// Bytes per value (redis-benchmark -d).
+        #[arg(long, default_value_t = 1024)]
+        data_size: usize,
+        /// The redis-server to compare with (default: redis-server on
+        /// PATH; without one, Stria alone).
+        #[arg(long, value_name = "PATH")]
+        redis_server: Option<PathBuf>,
     },
 }
 
@@ -543,6 +571,24 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 )
             })
             .map_err(|e| e.to_string())?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::RedisCompare {
+            config,
+            requests,
+            data_size,
+            redis_server,
+        }) => {
+            let cfg = load(config.as_ref())?;
+            let serve =
+                Serve::current(config).map_err(|e| format!("cannot find stria itself: {e}"))?;
+            let opts = CompareOptions {
+                requests,
+                data_size,
+                redis_server,
+            };
+            let report = redis_compare::run(&serve, &cfg, &opts, |line| eprintln!("{line}"))?;
             print!("{report}");
             Ok(ExitCode::SUCCESS)
         }

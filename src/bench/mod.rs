@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod latency;
 pub mod process;
 pub mod random_write;
+pub mod redis_compare;
 pub mod resp_client;
 pub mod table;
 pub mod walpe;
