@@ -167,11 +167,17 @@ wal: { segment-size: 1MiB, max-batch: 256KiB }
 }
 
 /// A map of file devices in `dir` (empty files: the stand-in server does
-/// not open them).
+/// not open them), by a relative path when `dir` is under the current
+/// directory, as in the shipped maps.
 fn file_map(dir: &Path) -> Config {
     for f in ["wal0.img", "data0.img"] {
         std::fs::write(dir.join(f), b"").unwrap();
     }
+    let cwd = std::env::current_dir().unwrap();
+    let dir = match dir.strip_prefix(&cwd) {
+        Ok(rel) => Path::new(".").join(rel),
+        Err(_) => dir.to_path_buf(),
+    };
     let yaml = format!(
         "appliance: t
 reactors: {{ wal: [0], flush: [1], idle: park, spin-us: 20 }}

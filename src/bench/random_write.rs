@@ -369,7 +369,7 @@ impl fmt::Display for RandomWriteReport {
                 writeln!(f, "fio reference in {}: {r}", dir.display())?;
                 writeln!(
                     f,
-                    "stria p50 / fio p50: {:.2}x (target: at most 1.5x for one client at durability sync)",
+                    "random-write p50 / fio p50: {:.2}x (the issue's target for stria serve, one client, durability sync: at most 1.5x)",
                     overall.p50_us / r.p50_us().max(1e-9)
                 )?;
             }

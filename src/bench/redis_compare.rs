@@ -165,8 +165,11 @@ pub fn run(
     // The folder goes before the servers so that it is removed after them.
     let mut folder = None;
     let redis_dir = if redis_wanted {
-        let dir =
-            process::wal_dir(cfg)?.join(format!("stria-redis-compare-{}", std::process::id()));
+        // Absolute: redis-server changes to --dir before it opens --logfile.
+        let wal_dir = process::wal_dir(cfg)?;
+        let dir = std::fs::canonicalize(&wal_dir)
+            .map_err(|e| format!("{}: {e}", wal_dir.display()))?
+            .join(format!("stria-redis-compare-{}", std::process::id()));
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         folder = Some(RemoveOnDrop(dir.clone()));
