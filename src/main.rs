@@ -11,6 +11,9 @@ use stria::admin::{self, Formatted};
 use stria::bench::devbench::{self, DevbenchOptions};
 use stria::bench::flush::{self as flushbench, FlushOptions};
 use stria::bench::ingest::{self, IngestOptions, VerifyOptions};
+use stria::bench::process::Serve;
+use stria::bench::random_write::{self, RandomWriteOptions, Target};
+use stria::bench::redis_compare::{self, CompareOptions};
 use stria::bench::walpe::{self, WalPeOptions};
 use stria::config::{Config, Durability, IdlePolicy};
 
@@ -214,6 +217,89 @@ enum Bench {
         /// Bytes each writer keeps in batches not yet acknowledged.
         #[arg(long, default_value = "1MiB", value_parser = parse_size)]
         batch_bytes: u64,
+    },
+    /// HBase PerformanceEvaluation's randomWrite (autoFlush) over RESP:
+    /// each client sends one SET at a time and waits for its reply.
+    ///
+    /// Client threads each send --rows SETs on their own connection; as in
+    /// PE, --rows is per client and each key is `%010d` of a random number
+    /// below rows x clients, each value --value-size random bytes. One
+    /// table row per run (rows/s and latency from request to reply, in
+    /// microseconds), then a summary.
+    ///
+    /// Without --connect, starts `stria serve --listen 127.0.0.1:0` with
+    /// the map (file devices need `stria format` first) and stops it with
+    /// SIGTERM at the end; each connection sets --durability (default
+    /// sync). With --connect, drives that server and sends
+    /// STRIA.DURABILITY only when --durability is given (so any RESP
+    /// server, Redis included, can be measured at its own default).
+    /// Example: stria bench random-write --rows 100000 --clients 1
+    /// --durability sync --fio
+    RandomWrite {
+        /// The YAML device map of the server the bench starts (default:
+        /// the embedded conf/local.yaml); with --connect, only tells --fio
+        /// where the WAL's disk is.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Drive the RESP server at this address instead of starting one.
+        #[arg(long, value_name = "ADDR")]
+        connect: Option<String>,
+        /// SETs per client.
+        #[arg(long, default_value_t = 100_000)]
+        rows: u64,
+        /// Client threads, one connection each.
+        #[arg(long, default_value_t = 1)]
+        clients: usize,
+        /// Runs, one table row each.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 1000)]
+        value_size: usize,
+        /// none, async, write or sync, set with STRIA.DURABILITY on each
+        /// connection (default: sync for the server the bench starts,
+        /// nothing sent with --connect).
+        #[arg(long, value_parser = parse_durability)]
+        durability: Option<Durability>,
+        /// AUTH with this password (default: the map's server.password
+        /// for the server the bench starts).
+        #[arg(long, env = "STRIA_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+        /// Afterwards, run fio's single 4 KiB write+fdatasync at queue
+        /// depth one for --fio-seconds on a file next to the map's first
+        /// WAL device, and compare the p50s.
+        #[arg(long)]
+        fio: bool,
+        /// Seconds fio runs with --fio.
+        #[arg(long, default_value_t = 5, requires = "fio")]
+        fio_seconds: u32,
+    },
+    /// redis-benchmark -t set,get against Stria and against Redis with
+    /// appendfsync always, on the same disk, side by side.
+    ///
+    /// Starts `stria serve` with the map on a free loopback port (its
+    /// connections get the server's default durability, the map's
+    /// wal.durability) and, when redis-server is installed, Redis with
+    /// --appendonly yes --appendfsync always --save "" in a folder next to
+    /// the map's first WAL device file. For clients x pipeline in 1x1,
+    /// 50x1 and 50x16 it runs redis-benchmark against Stria, then Redis;
+    /// one table of requests/s, their ratio and p99 latencies. Needs
+    /// redis-benchmark (Debian: redis-tools).
+    /// Example: stria bench redis-compare --requests 100000
+    RedisCompare {
+        /// The YAML device map (default: the embedded conf/local.yaml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Requests per test and case (redis-benchmark -n).
+        #[arg(long, default_value_t = 100_000)]
+        requests: u64,
+        /// Bytes per value (redis-benchmark -d).
+        #[arg(long, default_value_t = 1024)]
+        data_size: usize,
+        /// The redis-server to compare with (default: redis-server on
+        /// PATH; without one, Stria alone).
+        #[arg(long, value_name = "PATH")]
+        redis_server: Option<PathBuf>,
     },
 }
 
@@ -463,6 +549,65 @@ fn run(command: Command) -> Result<ExitCode, String> {
             };
             let report = flushbench::run(&cfg, &opts, |run| println!("{}", run.line()))
                 .map_err(|e| e.to_string())?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::RandomWrite {
+            config,
+            connect,
+            rows,
+            clients,
+            runs,
+            value_size,
+            durability,
+            password,
+            fio,
+            fio_seconds,
+        }) => {
+            let cfg = load(config.as_ref())?;
+            let target = match connect {
+                Some(addr) => Target::Connect(addr),
+                None => Target::Serve(
+                    Serve::current(config).map_err(|e| format!("cannot find stria itself: {e}"))?,
+                ),
+            };
+            let opts = RandomWriteOptions {
+                rows,
+                clients,
+                runs,
+                value_size,
+                durability,
+                password,
+                fio_seconds: fio.then_some(fio_seconds),
+            };
+            let report = random_write::run(&target, &cfg, &opts, |i, run| {
+                eprintln!(
+                    "run {}/{runs}: {} rows in {:.3}s, {:.0} rows/s",
+                    i + 1,
+                    run.rows,
+                    run.elapsed.as_secs_f64(),
+                    run.rows_per_sec()
+                )
+            })
+            .map_err(|e| e.to_string())?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::RedisCompare {
+            config,
+            requests,
+            data_size,
+            redis_server,
+        }) => {
+            let cfg = load(config.as_ref())?;
+            let serve =
+                Serve::current(config).map_err(|e| format!("cannot find stria itself: {e}"))?;
+            let opts = CompareOptions {
+                requests,
+                data_size,
+                redis_server,
+            };
+            let report = redis_compare::run(&serve, &cfg, &opts, |line| eprintln!("{line}"))?;
             print!("{report}");
             Ok(ExitCode::SUCCESS)
         }

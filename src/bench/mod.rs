@@ -1,10 +1,16 @@
-//! Benchmarks shared by the CLI (`stria devbench`) and `benches/`.
+//! Benchmarks shared by the CLI (`stria devbench`, `stria bench ...`) and
+//! `benches/`.
 
 pub mod devbench;
 pub mod device;
+pub mod fio;
 pub mod flush;
 pub mod ingest;
 pub mod latency;
+pub mod process;
+pub mod random_write;
+pub mod redis_compare;
+pub mod resp_client;
 pub mod table;
 pub mod walpe;
 
