@@ -76,9 +76,14 @@ impl Serve {
 
     /// Starts `stria serve [--config F] --listen 127.0.0.1:0` and waits
     /// for its `listening on` line. The file devices of `cfg` (the map the
-    /// server gets) must exist: if one does not, says how to create them.
+    /// server gets) must all exist, or none (a first start, which the
+    /// server formats): if some do not, says how to create them.
     pub fn start(&self, cfg: &Config) -> Result<ServerProcess, String> {
-        for d in &cfg.devices {
+        let first_start = cfg
+            .devices
+            .iter()
+            .all(|d| d.path().is_some_and(|p| !p.exists()));
+        for d in cfg.devices.iter().filter(|_| !first_start) {
             if let Some(path) = d.path() {
                 if !path.exists() {
                     return Err(format!(
