@@ -23,7 +23,8 @@ pub struct Limits {
     pub max_query: usize,
 }
 
-/// The most arguments a request may have (as Redis).
+/// The most arguments a request may have (Redis 6 had this bound; Redis 7
+/// allows up to `INT_MAX`, more than any real command needs).
 pub const MAX_ARGS: usize = 1024 * 1024;
 
 /// The longest inline request, and the longest `*`/`$` header line.
@@ -85,7 +86,11 @@ impl Parser {
     /// Takes one request off the front of `buf`.
     pub fn parse(&mut self, buf: &[u8]) -> Result<Parsed, ProtocolError> {
         if let Some(p) = self.partial.take() {
-            return self.multibulk_args(buf, p);
+            // A buffer shorter than what was already walked breaks the
+            // contract; start the request over rather than index past it.
+            if p.at <= buf.len() {
+                return self.multibulk_args(buf, p);
+            }
         }
         match buf.first() {
             None => Ok(Parsed::Incomplete),
@@ -95,15 +100,13 @@ impl Parser {
     }
 
     fn multibulk(&mut self, buf: &[u8]) -> Result<Parsed, ProtocolError> {
-        let Some((head, at)) = line(buf, 0) else {
-            if buf.len() > MAX_INLINE {
+        let (head, at) = match header(buf, 0) {
+            Header::Line(head, _) | Header::Partial(head) if head.len() > MAX_INLINE => {
                 return error("too big mbulk count string");
             }
-            return Ok(Parsed::Incomplete);
+            Header::Line(head, at) => (head, at),
+            Header::Partial(_) => return Ok(Parsed::Incomplete),
         };
-        if head.len() > MAX_INLINE {
-            return error("too big mbulk count string");
-        }
         let count = match number(&head[1..]) {
             Some(n) if n <= MAX_ARGS as i64 => n,
             _ => return error("invalid multibulk length"),
@@ -119,17 +122,19 @@ impl Parser {
     fn multibulk_args(&mut self, buf: &[u8], mut p: Partial) -> Result<Parsed, ProtocolError> {
         let limits = self.limits;
         while p.args.len() < p.count {
-            let Some((head, data)) = line(buf, p.at) else {
-                if buf.len() - p.at > MAX_INLINE {
+            let (head, data) = match header(buf, p.at) {
+                Header::Line(head, _) | Header::Partial(head) if head.len() > MAX_INLINE => {
                     return error("too big bulk count string");
                 }
-                self.partial = Some(p);
-                return Ok(Parsed::Incomplete);
+                Header::Line(head, data) => (head, data),
+                Header::Partial(_) => {
+                    self.partial = Some(p);
+                    return Ok(Parsed::Incomplete);
+                }
             };
-            match head.first() {
-                Some(b'$') => {}
-                Some(&c) => return error(format!("expected '$', got '{}'", c as char)),
-                None => return error("expected '$', got ''"),
+            // The line may be empty (a CR straight away): read the byte.
+            if buf[p.at] != b'$' {
+                return error(format!("expected '$', got '{}'", buf[p.at] as char));
             }
             let len = match number(&head[1..]) {
                 Some(n) if n >= 0 && n as u64 <= limits.max_bulk as u64 => n as usize,
@@ -142,6 +147,8 @@ impl Parser {
                 self.partial = Some(p);
                 return Ok(Parsed::Incomplete);
             }
+            // Redis skips these two bytes unread; a request that does not
+            // have CRLF there is not framed as its sender meant.
             if &buf[data + len..data + len + 2] != b"\r\n" {
                 return error("bulk string is not followed by CRLF");
             }
@@ -152,7 +159,29 @@ impl Parser {
     }
 }
 
-/// The line starting at `at`, without its `\r\n`, and where the next begins.
+/// A `*` or `$` header line, read as Redis reads one.
+enum Header<'a> {
+    /// The line without its CRLF, and where the next line begins.
+    Line(&'a [u8], usize),
+    /// The buffer ends inside the line; what there is of it so far.
+    Partial(&'a [u8]),
+}
+
+/// The header line starting at `at` (not empty). Redis ends it at the first
+/// CR, so an LF alone does not end it; the byte after the CR must be an LF,
+/// else the line keeps the CR and so is not a valid header.
+fn header(buf: &[u8], at: usize) -> Header<'_> {
+    let rest = &buf[at..];
+    match rest.iter().position(|&b| b == b'\r') {
+        None => Header::Partial(rest),
+        Some(cr) if cr + 1 == rest.len() => Header::Partial(&rest[..cr]),
+        Some(cr) if rest[cr + 1] == b'\n' => Header::Line(&rest[..cr], at + cr + 2),
+        Some(cr) => Header::Line(&rest[..cr + 1], at + cr + 2),
+    }
+}
+
+/// The line starting at `at`, without its `\r\n` or `\n`, and where the next
+/// begins: an inline request ends at LF, as in Redis.
 fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
     let nl = buf[at..].iter().position(|&b| b == b'\n')? + at;
     let end = if nl > at && buf[nl - 1] == b'\r' {
@@ -163,9 +192,18 @@ fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
     Some((&buf[at..end], nl + 1))
 }
 
-/// A decimal integer as Redis's `string2ll` reads it: optional minus, digits.
+/// A decimal integer as Redis's `string2ll` reads it: `0`, or an optional
+/// minus and digits without a leading zero; no plus, no spaces, at most 20
+/// bytes, within `i64`.
 fn number(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
+    if s == b"0" {
+        return Some(0);
+    }
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    if s.len() > 20
+        || !matches!(digits.first(), Some(b'1'..=b'9'))
+        || !digits.iter().all(u8::is_ascii_digit)
+    {
         return None;
     }
     std::str::from_utf8(s).ok()?.parse().ok()
@@ -173,7 +211,10 @@ fn number(s: &[u8]) -> Option<i64> {
 
 fn inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     let Some((text, next)) = line(buf, 0) else {
-        if buf.len() > MAX_INLINE {
+        // A CR at the end may be the start of the CRLF: do not count it,
+        // so that a line is refused or not whatever pieces it comes in.
+        let text = buf.strip_suffix(b"\r").unwrap_or(buf);
+        if text.len() > MAX_INLINE {
             return error("too big inline request");
         }
         return Ok(Parsed::Incomplete);
