@@ -230,83 +230,91 @@ fn inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     Ok(Parsed::Request(args, next))
 }
 
-/// Splits an inline request into words as Redis's `sdssplitargs` does:
-/// spaces separate, "double quotes" take `\n`, `\xHH` and friends, 'single
-/// quotes' only `\'`. A closing quote must be followed by a space or the end.
+/// Splits an inline request into words as Redis's `sdssplitargs` does.
+/// Blanks (C `isspace`) separate words; within a word only space, tab, CR
+/// and LF end it. A quote anywhere in a word opens a quoted part: "double
+/// quotes" take `\n`, `\xHH` and friends, 'single quotes' only `\'`; a
+/// closing quote must be followed by a blank or the end. `None` for
+/// unbalanced quotes. Unlike Redis, a NUL byte is an ordinary byte, not the
+/// end of the line.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    let closed = |i: usize| i == line.len() || blank(line[i]);
     let mut out = Vec::new();
     let mut i = 0;
-    let space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
     loop {
-        while i < line.len() && space(line[i]) {
+        while i < line.len() && blank(line[i]) {
             i += 1;
         }
         if i == line.len() {
             return Some(out);
         }
         let mut word = Vec::new();
-        match line[i] {
-            b'"' => {
-                i += 1;
-                loop {
-                    let c = *line.get(i)?;
-                    match c {
-                        b'\\'
-                            if line.get(i + 1) == Some(&b'x')
-                                && line.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
-                                && line.get(i + 3).is_some_and(u8::is_ascii_hexdigit) =>
-                        {
-                            let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok()?;
-                            word.push(u8::from_str_radix(hex, 16).ok()?);
-                            i += 4;
+        while let Some(&c) = line.get(i) {
+            match c {
+                b' ' | b'\t' | b'\n' | b'\r' => break,
+                b'"' => {
+                    i += 1;
+                    loop {
+                        let c = *line.get(i)?;
+                        match c {
+                            b'\\'
+                                if line.get(i + 1) == Some(&b'x')
+                                    && line.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+                                    && line.get(i + 3).is_some_and(u8::is_ascii_hexdigit) =>
+                            {
+                                let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok()?;
+                                word.push(u8::from_str_radix(hex, 16).ok()?);
+                                i += 4;
+                            }
+                            b'\\' if i + 1 < line.len() => {
+                                word.push(match line[i + 1] {
+                                    b'n' => b'\n',
+                                    b'r' => b'\r',
+                                    b't' => b'\t',
+                                    b'b' => 0x08,
+                                    b'a' => 0x07,
+                                    other => other,
+                                });
+                                i += 2;
+                            }
+                            b'"' => {
+                                i += 1;
+                                if !closed(i) {
+                                    return None;
+                                }
+                                break;
+                            }
+                            _ => {
+                                word.push(c);
+                                i += 1;
+                            }
                         }
-                        b'\\' if i + 1 < line.len() => {
-                            word.push(match line[i + 1] {
-                                b'n' => b'\n',
-                                b'r' => b'\r',
-                                b't' => b'\t',
-                                b'b' => 0x08,
-                                b'a' => 0x07,
-                                other => other,
-                            });
+                    }
+                    break;
+                }
+                b'\'' => {
+                    i += 1;
+                    loop {
+                        let c = *line.get(i)?;
+                        if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
+                            word.push(b'\'');
                             i += 2;
-                        }
-                        b'"' => {
+                        } else if c == b'\'' {
                             i += 1;
-                            if i < line.len() && !space(line[i]) {
+                            if !closed(i) {
                                 return None;
                             }
                             break;
-                        }
-                        _ => {
+                        } else {
                             word.push(c);
                             i += 1;
                         }
                     }
+                    break;
                 }
-            }
-            b'\'' => {
-                i += 1;
-                loop {
-                    let c = *line.get(i)?;
-                    if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
-                        word.push(b'\'');
-                        i += 2;
-                    } else if c == b'\'' {
-                        i += 1;
-                        if i < line.len() && !space(line[i]) {
-                            return None;
-                        }
-                        break;
-                    } else {
-                        word.push(c);
-                        i += 1;
-                    }
-                }
-            }
-            _ => {
-                while i < line.len() && !space(line[i]) {
-                    word.push(line[i]);
+                _ => {
+                    word.push(c);
                     i += 1;
                 }
             }
