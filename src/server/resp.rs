@@ -30,6 +30,12 @@ pub const MAX_ARGS: usize = 1024 * 1024;
 /// The longest inline request, and the longest `*`/`$` header line.
 pub const MAX_INLINE: usize = 64 * 1024;
 
+/// Before AUTH, the most arguments a request may have (as Redis).
+pub const UNAUTH_MAX_ARGS: usize = 10;
+
+/// Before AUTH, the largest bulk string (as Redis).
+pub const UNAUTH_MAX_BULK: usize = 16 * 1024;
+
 /// A request that cannot be framed; the text follows `-ERR ` on the wire.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProtocolError(pub String);
@@ -64,6 +70,7 @@ pub enum Parsed {
 #[derive(Debug)]
 pub struct Parser {
     limits: Limits,
+    authenticated: bool,
     partial: Option<Partial>,
 }
 
@@ -76,11 +83,23 @@ struct Partial {
 }
 
 impl Parser {
+    /// A parser for an authenticated connection (or one on a server without
+    /// a password); see [`Parser::set_authenticated`].
     pub fn new(limits: Limits) -> Parser {
         Parser {
             limits,
+            authenticated: true,
             partial: None,
         }
+    }
+
+    /// Until a connection has passed AUTH, Redis refuses requests of more
+    /// than [`UNAUTH_MAX_ARGS`] arguments or with a bulk string larger than
+    /// [`UNAUTH_MAX_BULK`], so that a stranger cannot make the server hold
+    /// `max_query` bytes. A connection to a server with a password starts
+    /// with `set_authenticated(false)`.
+    pub fn set_authenticated(&mut self, yes: bool) {
+        self.authenticated = yes;
     }
 
     /// Takes one request off the front of `buf`.
@@ -111,6 +130,9 @@ impl Parser {
             Some(n) if n <= MAX_ARGS as i64 => n,
             _ => return error("invalid multibulk length"),
         };
+        if count > UNAUTH_MAX_ARGS as i64 && !self.authenticated {
+            return error("unauthenticated multibulk length");
+        }
         if count <= 0 {
             return Ok(Parsed::Skip(at));
         }
@@ -140,6 +162,9 @@ impl Parser {
                 Some(n) if n >= 0 && n as u64 <= limits.max_bulk as u64 => n as usize,
                 _ => return error("invalid bulk length"),
             };
+            if len > UNAUTH_MAX_BULK && !self.authenticated {
+                return error("unauthenticated bulk length");
+            }
             if data > limits.max_query || len > limits.max_query - data {
                 return error("query buffer limit reached");
             }
