@@ -23,11 +23,18 @@ pub struct Limits {
     pub max_query: usize,
 }
 
-/// The most arguments a request may have (as Redis).
+/// The most arguments a request may have (Redis 6 had this bound; Redis 7
+/// allows up to `INT_MAX`, more than any real command needs).
 pub const MAX_ARGS: usize = 1024 * 1024;
 
 /// The longest inline request, and the longest `*`/`$` header line.
 pub const MAX_INLINE: usize = 64 * 1024;
+
+/// Before AUTH, the most arguments a request may have (as Redis).
+pub const UNAUTH_MAX_ARGS: usize = 10;
+
+/// Before AUTH, the largest bulk string (as Redis).
+pub const UNAUTH_MAX_BULK: usize = 16 * 1024;
 
 /// A request that cannot be framed; the text follows `-ERR ` on the wire.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +70,7 @@ pub enum Parsed {
 #[derive(Debug)]
 pub struct Parser {
     limits: Limits,
+    authenticated: bool,
     partial: Option<Partial>,
 }
 
@@ -75,17 +83,33 @@ struct Partial {
 }
 
 impl Parser {
+    /// A parser for an authenticated connection (or one on a server without
+    /// a password); see [`Parser::set_authenticated`].
     pub fn new(limits: Limits) -> Parser {
         Parser {
             limits,
+            authenticated: true,
             partial: None,
         }
+    }
+
+    /// Until a connection has passed AUTH, Redis refuses requests of more
+    /// than [`UNAUTH_MAX_ARGS`] arguments or with a bulk string larger than
+    /// [`UNAUTH_MAX_BULK`], so that a stranger cannot make the server hold
+    /// `max_query` bytes. A connection to a server with a password starts
+    /// with `set_authenticated(false)`.
+    pub fn set_authenticated(&mut self, yes: bool) {
+        self.authenticated = yes;
     }
 
     /// Takes one request off the front of `buf`.
     pub fn parse(&mut self, buf: &[u8]) -> Result<Parsed, ProtocolError> {
         if let Some(p) = self.partial.take() {
-            return self.multibulk_args(buf, p);
+            // A buffer shorter than what was already walked breaks the
+            // contract; start the request over rather than index past it.
+            if p.at <= buf.len() {
+                return self.multibulk_args(buf, p);
+            }
         }
         match buf.first() {
             None => Ok(Parsed::Incomplete),
@@ -95,19 +119,20 @@ impl Parser {
     }
 
     fn multibulk(&mut self, buf: &[u8]) -> Result<Parsed, ProtocolError> {
-        let Some((head, at)) = line(buf, 0) else {
-            if buf.len() > MAX_INLINE {
+        let (head, at) = match header(buf, 0) {
+            Header::Line(head, _) | Header::Partial(head) if head.len() > MAX_INLINE => {
                 return error("too big mbulk count string");
             }
-            return Ok(Parsed::Incomplete);
+            Header::Line(head, at) => (head, at),
+            Header::Partial(_) => return Ok(Parsed::Incomplete),
         };
-        if head.len() > MAX_INLINE {
-            return error("too big mbulk count string");
-        }
         let count = match number(&head[1..]) {
             Some(n) if n <= MAX_ARGS as i64 => n,
             _ => return error("invalid multibulk length"),
         };
+        if count > UNAUTH_MAX_ARGS as i64 && !self.authenticated {
+            return error("unauthenticated multibulk length");
+        }
         if count <= 0 {
             return Ok(Parsed::Skip(at));
         }
@@ -119,22 +144,27 @@ impl Parser {
     fn multibulk_args(&mut self, buf: &[u8], mut p: Partial) -> Result<Parsed, ProtocolError> {
         let limits = self.limits;
         while p.args.len() < p.count {
-            let Some((head, data)) = line(buf, p.at) else {
-                if buf.len() - p.at > MAX_INLINE {
+            let (head, data) = match header(buf, p.at) {
+                Header::Line(head, _) | Header::Partial(head) if head.len() > MAX_INLINE => {
                     return error("too big bulk count string");
                 }
-                self.partial = Some(p);
-                return Ok(Parsed::Incomplete);
+                Header::Line(head, data) => (head, data),
+                Header::Partial(_) => {
+                    self.partial = Some(p);
+                    return Ok(Parsed::Incomplete);
+                }
             };
-            match head.first() {
-                Some(b'$') => {}
-                Some(&c) => return error(format!("expected '$', got '{}'", c as char)),
-                None => return error("expected '$', got ''"),
+            // The line may be empty (a CR straight away): read the byte.
+            if buf[p.at] != b'$' {
+                return error(format!("expected '$', got '{}'", buf[p.at] as char));
             }
             let len = match number(&head[1..]) {
                 Some(n) if n >= 0 && n as u64 <= limits.max_bulk as u64 => n as usize,
                 _ => return error("invalid bulk length"),
             };
+            if len > UNAUTH_MAX_BULK && !self.authenticated {
+                return error("unauthenticated bulk length");
+            }
             if data > limits.max_query || len > limits.max_query - data {
                 return error("query buffer limit reached");
             }
@@ -142,6 +172,8 @@ impl Parser {
                 self.partial = Some(p);
                 return Ok(Parsed::Incomplete);
             }
+            // Redis skips these two bytes unread; a request that does not
+            // have CRLF there is not framed as its sender meant.
             if &buf[data + len..data + len + 2] != b"\r\n" {
                 return error("bulk string is not followed by CRLF");
             }
@@ -152,7 +184,29 @@ impl Parser {
     }
 }
 
-/// The line starting at `at`, without its `\r\n`, and where the next begins.
+/// A `*` or `$` header line, read as Redis reads one.
+enum Header<'a> {
+    /// The line without its CRLF, and where the next line begins.
+    Line(&'a [u8], usize),
+    /// The buffer ends inside the line; what there is of it so far.
+    Partial(&'a [u8]),
+}
+
+/// The header line starting at `at` (not empty). Redis ends it at the first
+/// CR, so an LF alone does not end it; the byte after the CR must be an LF,
+/// else the line keeps the CR and so is not a valid header.
+fn header(buf: &[u8], at: usize) -> Header<'_> {
+    let rest = &buf[at..];
+    match rest.iter().position(|&b| b == b'\r') {
+        None => Header::Partial(rest),
+        Some(cr) if cr + 1 == rest.len() => Header::Partial(&rest[..cr]),
+        Some(cr) if rest[cr + 1] == b'\n' => Header::Line(&rest[..cr], at + cr + 2),
+        Some(cr) => Header::Line(&rest[..cr + 1], at + cr + 2),
+    }
+}
+
+/// The line starting at `at`, without its `\r\n` or `\n`, and where the next
+/// begins: an inline request ends at LF, as in Redis.
 fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
     let nl = buf[at..].iter().position(|&b| b == b'\n')? + at;
     let end = if nl > at && buf[nl - 1] == b'\r' {
@@ -163,9 +217,18 @@ fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
     Some((&buf[at..end], nl + 1))
 }
 
-/// A decimal integer as Redis's `string2ll` reads it: optional minus, digits.
+/// A decimal integer as Redis's `string2ll` reads it: `0`, or an optional
+/// minus and digits without a leading zero; no plus, no spaces, at most 20
+/// bytes, within `i64`.
 fn number(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
+    if s == b"0" {
+        return Some(0);
+    }
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    if s.len() > 20
+        || !matches!(digits.first(), Some(b'1'..=b'9'))
+        || !digits.iter().all(u8::is_ascii_digit)
+    {
         return None;
     }
     std::str::from_utf8(s).ok()?.parse().ok()
@@ -173,7 +236,10 @@ fn number(s: &[u8]) -> Option<i64> {
 
 fn inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     let Some((text, next)) = line(buf, 0) else {
-        if buf.len() > MAX_INLINE {
+        // A CR at the end may be the start of the CRLF: do not count it,
+        // so that a line is refused or not whatever pieces it comes in.
+        let text = buf.strip_suffix(b"\r").unwrap_or(buf);
+        if text.len() > MAX_INLINE {
             return error("too big inline request");
         }
         return Ok(Parsed::Incomplete);
@@ -189,83 +255,91 @@ fn inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     Ok(Parsed::Request(args, next))
 }
 
-/// Splits an inline request into words as Redis's `sdssplitargs` does:
-/// spaces separate, "double quotes" take `\n`, `\xHH` and friends, 'single
-/// quotes' only `\'`. A closing quote must be followed by a space or the end.
+/// Splits an inline request into words as Redis's `sdssplitargs` does.
+/// Blanks (C `isspace`) separate words; within a word only space, tab, CR
+/// and LF end it. A quote anywhere in a word opens a quoted part: "double
+/// quotes" take `\n`, `\xHH` and friends, 'single quotes' only `\'`; a
+/// closing quote must be followed by a blank or the end. `None` for
+/// unbalanced quotes. Unlike Redis, a NUL byte is an ordinary byte, not the
+/// end of the line.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    let closed = |i: usize| i == line.len() || blank(line[i]);
     let mut out = Vec::new();
     let mut i = 0;
-    let space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
     loop {
-        while i < line.len() && space(line[i]) {
+        while i < line.len() && blank(line[i]) {
             i += 1;
         }
         if i == line.len() {
             return Some(out);
         }
         let mut word = Vec::new();
-        match line[i] {
-            b'"' => {
-                i += 1;
-                loop {
-                    let c = *line.get(i)?;
-                    match c {
-                        b'\\'
-                            if line.get(i + 1) == Some(&b'x')
-                                && line.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
-                                && line.get(i + 3).is_some_and(u8::is_ascii_hexdigit) =>
-                        {
-                            let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok()?;
-                            word.push(u8::from_str_radix(hex, 16).ok()?);
-                            i += 4;
+        while let Some(&c) = line.get(i) {
+            match c {
+                b' ' | b'\t' | b'\n' | b'\r' => break,
+                b'"' => {
+                    i += 1;
+                    loop {
+                        let c = *line.get(i)?;
+                        match c {
+                            b'\\'
+                                if line.get(i + 1) == Some(&b'x')
+                                    && line.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+                                    && line.get(i + 3).is_some_and(u8::is_ascii_hexdigit) =>
+                            {
+                                let hex = std::str::from_utf8(&line[i + 2..i + 4]).ok()?;
+                                word.push(u8::from_str_radix(hex, 16).ok()?);
+                                i += 4;
+                            }
+                            b'\\' if i + 1 < line.len() => {
+                                word.push(match line[i + 1] {
+                                    b'n' => b'\n',
+                                    b'r' => b'\r',
+                                    b't' => b'\t',
+                                    b'b' => 0x08,
+                                    b'a' => 0x07,
+                                    other => other,
+                                });
+                                i += 2;
+                            }
+                            b'"' => {
+                                i += 1;
+                                if !closed(i) {
+                                    return None;
+                                }
+                                break;
+                            }
+                            _ => {
+                                word.push(c);
+                                i += 1;
+                            }
                         }
-                        b'\\' if i + 1 < line.len() => {
-                            word.push(match line[i + 1] {
-                                b'n' => b'\n',
-                                b'r' => b'\r',
-                                b't' => b'\t',
-                                b'b' => 0x08,
-                                b'a' => 0x07,
-                                other => other,
-                            });
+                    }
+                    break;
+                }
+                b'\'' => {
+                    i += 1;
+                    loop {
+                        let c = *line.get(i)?;
+                        if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
+                            word.push(b'\'');
                             i += 2;
-                        }
-                        b'"' => {
+                        } else if c == b'\'' {
                             i += 1;
-                            if i < line.len() && !space(line[i]) {
+                            if !closed(i) {
                                 return None;
                             }
                             break;
-                        }
-                        _ => {
+                        } else {
                             word.push(c);
                             i += 1;
                         }
                     }
+                    break;
                 }
-            }
-            b'\'' => {
-                i += 1;
-                loop {
-                    let c = *line.get(i)?;
-                    if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
-                        word.push(b'\'');
-                        i += 2;
-                    } else if c == b'\'' {
-                        i += 1;
-                        if i < line.len() && !space(line[i]) {
-                            return None;
-                        }
-                        break;
-                    } else {
-                        word.push(c);
-                        i += 1;
-                    }
-                }
-            }
-            _ => {
-                while i < line.len() && !space(line[i]) {
-                    word.push(line[i]);
+                _ => {
+                    word.push(c);
                     i += 1;
                 }
             }
