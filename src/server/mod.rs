@@ -195,7 +195,12 @@ impl Server {
         let local_addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             engine,
-            metrics: ServerMetrics::new(),
+            // Counted by the server's own command table: the generic list
+            // of `ServerMetrics::new` lacks the hash commands, WAITAOF and
+            // STRIA.DURABILITY, which would all count as `unknown`.
+            metrics: ServerMetrics::with_commands(
+                &command::COMMANDS.iter().map(|c| c.name).collect::<Vec<_>>(),
+            ),
             started: Instant::now(),
             local_addr,
             stripes: Stripes::new(),

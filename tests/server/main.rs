@@ -1,0 +1,76 @@
+//! `stria serve` end to end: the binary on small file devices, driven
+//! through the redis crate, raw sockets, redis-cli and redis-benchmark.
+//! Each test starts its own server (tests/common/server.rs) on a free
+//! port in its own folder.
+
+#[path = "../common/server.rs"]
+mod harness;
+
+mod bad_input;
+mod client;
+mod kill9;
+mod metrics;
+mod restart;
+mod tools;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+/// Sends `bytes`, then reads what comes back until the server closes the
+/// connection (or 10 s pass): the text read and whether it was closed.
+pub fn send_and_read_to_close(s: &mut TcpStream, bytes: &[u8]) -> (String, bool) {
+    // The server may stop reading (and close) before it has taken
+    // everything; what it replied is still read below.
+    let _ = s.write_all(bytes);
+    read_to_close(s)
+}
+
+/// Reads until the server closes the connection or the read times out.
+pub fn read_to_close(s: &mut TcpStream) -> (String, bool) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            // A reset after the reply also means closed.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    (String::from_utf8_lossy(&got).into_owned(), closed)
+}
+
+/// Sends `bytes` and reads exactly one line of reply (up to `\r\n`).
+pub fn request_line(s: &mut TcpStream, bytes: &[u8]) -> String {
+    s.write_all(bytes).unwrap();
+    read_line(s)
+}
+
+/// One reply line, `\r\n` included.
+pub fn read_line(s: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut b = [0u8; 1];
+    while !got.ends_with(b"\r\n") {
+        match s.read(&mut b) {
+            Ok(0) => panic!(
+                "connection closed after {:?}",
+                String::from_utf8_lossy(&got)
+            ),
+            Ok(_) => got.push(b[0]),
+            Err(e) => panic!("read after {:?}: {e}", String::from_utf8_lossy(&got)),
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// A request in RESP: an array of bulk strings.
+pub fn resp(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
