@@ -45,6 +45,23 @@ impl<'a> Conn<'a> {
         Ok(())
     }
 
+    /// Refuses a hash field whose engine key (key, type tag and field)
+    /// would pass `memstore.max-key`.
+    fn check_fields(&self, key: &[u8], fields: &[&[u8]]) -> Res<()> {
+        let max = self.shared.opts.max_key.saturating_sub(3);
+        let k = key.len() + key.iter().filter(|&&b| b == 0).count();
+        for f in fields {
+            if k + f.len() > max {
+                return Err(Reply::err(format!(
+                    "a field of {} bytes in a hash key of {} bytes is over the limit of {max} bytes for both together (memstore.max-key less 3 bytes of type tag)",
+                    f.len(),
+                    key.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn get_raw(&self, engine_key: &[u8]) -> Res<Option<Vec<u8>>> {
         self.engine().get(engine_key).map_err(engine_err)
     }
@@ -122,6 +139,14 @@ impl<'a> Conn<'a> {
         }
         if name == "set" {
             return self.set(args);
+        }
+        let fields: Vec<&[u8]> = match name {
+            "hset" | "hmset" => args[2..].iter().step_by(2).map(Vec::as_slice).collect(),
+            "hget" | "hmget" | "hdel" | "hexists" => args[2..].iter().map(Vec::as_slice).collect(),
+            _ => vec![],
+        };
+        if let Err(r) = self.check_fields(&args[1], &fields) {
+            return Outcome::Reply(r);
         }
         let r = match name {
             "get" => self.get(&args[1]),
