@@ -293,6 +293,12 @@ impl Wal {
         )
     }
 
+    /// True while the log is full: the next batch has no segment to go to,
+    /// so appends wait until [`Wal::release`] frees one.
+    pub fn is_full(&self) -> bool {
+        self.published.log_full.load(Ordering::SeqCst)
+    }
+
     /// Every LSN at or below this is written (survives a process crash).
     pub fn written_lsn(&self) -> Lsn {
         self.published.write_lsn.load(Ordering::SeqCst)
