@@ -73,6 +73,10 @@ pub struct EngineOptions {
     pub flush_size: u64,
     pub global_limit: u64,
     pub low_water: f64,
+    /// Once more than this fraction of the WAL's segments hold unreleased
+    /// log, or whenever the log is full, the memstores holding its older
+    /// half are frozen so their flushes let it reclaim (0.5).
+    pub log_freeze_at: f64,
     pub max_key: usize,
     pub max_value: usize,
     /// The level of a write that does not name one.
@@ -108,6 +112,7 @@ impl EngineOptions {
             flush_size: m.flush_size,
             global_limit: m.global_limit,
             low_water: m.low_water,
+            log_freeze_at: 0.5,
             max_key: m.max_key as usize,
             max_value: m.max_value as usize,
             durability: cfg.wal.durability,

@@ -248,14 +248,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         Ok(())
     }
 
-    /// Once over half the WAL's segments hold unreleased log, freezes the
-    /// memstores that hold the older half of it back (the used active
-    /// memstores whose floor is in that half): their flushes let the WAL
-    /// reclaim before writers have to wait for log space, which no memstore
-    /// limit would ever relieve.
+    /// Once over `log-freeze-at` (half) of the WAL's segments hold
+    /// unreleased log, or the log is full, freezes the memstores that hold
+    /// the older half of it back (the used active memstores whose floor is
+    /// in that half): their flushes let the WAL reclaim, before writers
+    /// have to wait for log space if they come in time. No memstore limit
+    /// would ever relieve the log.
     pub(super) fn relieve_log(&self) {
         let (live, total) = self.wal.segment_usage();
-        if total == 0 || live * 2 <= total {
+        let due = total > 0 && live as f64 > self.opts.log_freeze_at * total as f64;
+        if !due && !self.wal.is_full() {
             return;
         }
         let written = self.wal.written_lsn();
