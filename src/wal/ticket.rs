@@ -83,6 +83,16 @@ impl Ticket {
         Ticket { state }
     }
 
+    /// A ticket not acknowledged yet, given `lsn` (none when 0). For tests.
+    #[cfg(test)]
+    pub(crate) fn given(lsn: Lsn) -> Ticket {
+        let state = TicketState::new();
+        if lsn > 0 {
+            state.give(lsn);
+        }
+        Ticket { state }
+    }
+
     /// The outcome, if there is one yet: the LSN the write was logged at
     /// (0 for a `none` write), or why it failed.
     pub fn poll(&self) -> Option<Result<Lsn, WalError>> {
