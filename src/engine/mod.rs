@@ -177,6 +177,9 @@ struct Inner<D: Device<Queue: Send> + Clone> {
 impl<D: Device<Queue: Send> + Clone> Inner<D> {
     fn fail(&self, why: String) {
         tracing::error!("engine failed: {why}");
+        // No flush will release log now: writes waiting for log space
+        // would wait forever.
+        self.wal.fail_when_full(&why);
         self.failed.lock().expect("failed lock").get_or_insert(why);
         self.memory.wake_all();
     }

@@ -87,6 +87,9 @@ pub(crate) struct Published {
     /// The next batch has no segment to go to: appends wait for the
     /// memstores that pin the log to be flushed.
     pub log_full: AtomicBool,
+    /// Nothing will release log any more (the engine failed), for this
+    /// reason: a full log fails the WAL instead of waiting forever.
+    pub no_release: std::sync::OnceLock<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -457,6 +460,12 @@ impl<Q: Queue> WalWork<Q> {
                     self.log_full_since = Some(Instant::now());
                     self.published.log_full.store(true, Ordering::SeqCst);
                     self.stats.log_full.add(1);
+                }
+                if any_free {
+                    if let Some(why) = self.published.no_release.get() {
+                        let why = format!("the log is full and will not be released: {why}");
+                        self.fail(why);
+                    }
                 }
                 return n;
             };
