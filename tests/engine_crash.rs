@@ -13,6 +13,11 @@
 //! a deleted key stays deleted unless written again. A scan agrees with
 //! the gets.
 //!
+//! Each crash runs with a roomy log (16 MiB a device, never full in a run)
+//! and with a small one (four 32 KiB segments a device) that fills within
+//! milliseconds, memstores frozen for it only once it is full: flushes
+//! then pass over writes that wait for log space.
+//!
 //! `cargo test --test engine_crash` runs 150 seeds of each; the soak,
 //! `cargo test --release --test engine_crash -- --ignored`, runs
 //! `STRIA_SOAK_SEEDS` (default 2,000) of each. A failing seed is printed;
@@ -30,6 +35,7 @@ use engine_env::{options, Devices};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stria::config::{Durability, SimConfig};
+use stria::device::sim::SimDevice;
 use stria::engine::Engine;
 use stria::reactor::ReactorConfig;
 
@@ -37,6 +43,12 @@ use stria::reactor::ReactorConfig;
 enum Crash {
     PowerCut,
     Process,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum WalSize {
+    Roomy,
+    Small,
 }
 
 /// Each writer's keys and their writes, in order.
@@ -65,9 +77,10 @@ struct Seen {
     acked: u64,
     crashed_in_job: u64,
     flushes: u64,
+    partial_flushes: u64,
 }
 
-fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
+fn run_seed(seed: u64, crash: Crash, wal: WalSize) -> Result<Seen, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let model = SimConfig {
         write_us: rng.random_range(0..30),
@@ -78,8 +91,16 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
         seed: rng.random(),
         ..SimConfig::default()
     };
-    let devs = Devices::new(rng.random_range(1..=2), rng.random_range(1..=2), 32, &model);
+    let mut devs = Devices::new(rng.random_range(1..=2), rng.random_range(1..=2), 32, &model);
     let mut opts = options();
+    if wal == WalSize::Small {
+        // 1 MiB reserved, then four segments of 32 KiB.
+        for (i, d) in devs.wal.iter_mut().enumerate() {
+            *d = SimDevice::new(&format!("wal{i}"), 4096, 256 + 4 * 8, 64, model.clone());
+        }
+        opts.wal.segment_size = 32 << 10;
+        opts.log_freeze_at = 1.0;
+    }
     opts.flush_size = rng.random_range(8..48) << 10;
     opts.global_limit = 256 << 10;
     opts.compact_at = 3;
@@ -177,6 +198,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     let mut seen = Seen {
         crashed_in_job: u64::from(in_job),
         flushes: stats.flushes,
+        partial_flushes: stats.partial_flushes,
         ..Seen::default()
     };
     let mut expected_scan = BTreeMap::new();
@@ -270,31 +292,39 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     Ok(seen)
 }
 
-fn run_seeds(count: u64, crash: Crash) {
+fn run_seeds(count: u64, crash: Crash, wal: WalSize) {
     let seeds: Vec<u64> = match std::env::var("STRIA_SEED") {
         Ok(s) => vec![s.parse().expect("STRIA_SEED is a number")],
         Err(_) => (0..count).collect(),
     };
     let mut total = Seen::default();
     for &seed in &seeds {
-        match run_seed(seed, crash) {
+        match run_seed(seed, crash, wal) {
             Ok(s) => {
                 total.keys += s.keys;
                 total.acked += s.acked;
                 total.crashed_in_job += s.crashed_in_job;
                 total.flushes += s.flushes;
+                total.partial_flushes += s.partial_flushes;
             }
-            Err(why) => panic!("{crash:?} seed {seed}: {why}"),
+            Err(why) => panic!("{crash:?} {wal:?} log seed {seed}: {why}"),
         }
     }
     eprintln!(
-        "{crash:?}: {} seeds, {} keys checked ({} with a write that had to survive), {} flushes before the crashes, {} crashes during a flush or compaction",
+        "{crash:?}, {wal:?} log: {} seeds, {} keys checked ({} with a write that had to survive), {} flushes and {} passes of a full log before the crashes, {} crashes during a flush or compaction",
         seeds.len(),
         total.keys,
         total.acked,
         total.flushes,
+        total.partial_flushes,
         total.crashed_in_job
     );
+    if wal == WalSize::Small && seeds.len() >= 50 {
+        assert!(
+            total.partial_flushes > 0,
+            "no flush passed over writes waiting for log space"
+        );
+    }
 }
 
 fn soak_seeds() -> u64 {
@@ -306,22 +336,34 @@ fn soak_seeds() -> u64 {
 
 #[test]
 fn power_cut_at_a_random_instant() {
-    run_seeds(150, Crash::PowerCut);
+    run_seeds(150, Crash::PowerCut, WalSize::Roomy);
 }
 
 #[test]
 fn process_crash_at_a_random_instant() {
-    run_seeds(150, Crash::Process);
+    run_seeds(150, Crash::Process, WalSize::Roomy);
+}
+
+#[test]
+fn power_cut_while_the_log_fills() {
+    run_seeds(150, Crash::PowerCut, WalSize::Small);
+}
+
+#[test]
+fn process_crash_while_the_log_fills() {
+    run_seeds(150, Crash::Process, WalSize::Small);
 }
 
 #[test]
 #[ignore = "soak: thousands of seeds"]
 fn soak_power_cut() {
-    run_seeds(soak_seeds(), Crash::PowerCut);
+    run_seeds(soak_seeds(), Crash::PowerCut, WalSize::Roomy);
+    run_seeds(soak_seeds(), Crash::PowerCut, WalSize::Small);
 }
 
 #[test]
 #[ignore = "soak: thousands of seeds"]
 fn soak_process_crash() {
-    run_seeds(soak_seeds(), Crash::Process);
+    run_seeds(soak_seeds(), Crash::Process, WalSize::Roomy);
+    run_seeds(soak_seeds(), Crash::Process, WalSize::Small);
 }

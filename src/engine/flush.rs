@@ -2,9 +2,11 @@
 //! data device, turning frozen memstores into block files and merging a
 //! region's files when it has too many.
 //!
-//! A flush: wait until the memstore's last admitted writes are inserted;
-//! reserve an extent (an upper bound of the file size) on the data device
-//! with the fewest flushes running; stream the block file out in
+//! A flush: wait until the memstore's last admitted writes are inserted
+//! (while the log is full, only those at or below the written LSN, and
+//! the pass flushes only those: see `Inner::flush`); reserve an extent (an
+//! upper bound of the file size) on the data device with the fewest
+//! flushes running; stream the block file out in
 //! `flush-chunk` writes, `flush-depth` in flight; FLUSH the device; give
 //! back the unused tail of the extent; record the file, the region's
 //! flushed LSN and the new replay point in the manifest (durable on
@@ -87,7 +89,11 @@ fn run<D: Device<Queue: Send> + Clone>(
         let working = Instant::now();
         time.idle_ns.fetch_add(ns(waiting), Ordering::Relaxed);
         let result = match &job {
-            Job::Flush(r, ms) => inner.flush(&mut queues, *r, ms.clone()),
+            Job::Flush(r, ms) => inner.flush(&mut queues, *r, ms.clone()).map(|again| {
+                if again {
+                    inner.sched.requeue_flush(*r, ms.clone());
+                }
+            }),
             Job::Compact(r) => inner.compact(&mut queues, *r),
         };
         if let Err(e) = result {
@@ -116,6 +122,8 @@ pub(super) struct ReactorTime {
 #[derive(Debug, Default)]
 pub(super) struct FlushCounters {
     pub flushes: AtomicU64,
+    /// Passes that flushed a memstore up to the written LSN of a full log.
+    pub partial: AtomicU64,
     pub flush_bytes: AtomicU64,
     pub flush_ns: AtomicU64,
     pub compactions: AtomicU64,
@@ -154,7 +162,10 @@ impl FlushCounters {
 }
 
 impl<D: Device<Queue: Send> + Clone> Inner<D> {
-    fn flush(&self, queues: &mut [D::Queue], r: u32, ms: Arc<Memstore>) -> Result<()> {
+    /// Flushes frozen memstore `ms` of region `r`: all of it, or, while the
+    /// log is full, what is written of it. Returns true when a pass left
+    /// writes for another (the memstore stays frozen, first of its region).
+    fn flush(&self, queues: &mut [D::Queue], r: u32, ms: Arc<Memstore>) -> Result<bool> {
         let started = Instant::now();
         // After a failed flush, no later memstore of any region may record
         // a flush mark above the failed one's LSNs.
@@ -169,38 +180,221 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 )));
             }
         }
-        while ms.pending() > 0 {
+        // Wait until every write admitted to the memstore is inserted. While
+        // the log is full, some may wait for the log space that only this
+        // flush frees: once every write at or below the written LSN is in,
+        // a pass flushes up to it (`Some`), and the rest waits for the next.
+        // The inserts are checked against the written LSN before the
+        // pending count is read, so a pass is chosen only while the
+        // memstore has, or will have, a write above that LSN (and every
+        // later memstore of the region only writes above that write).
+        let upto = loop {
             ms.insert_acknowledged();
+            let written = self.wal.is_full().then(|| self.wal.written_lsn());
+            let through = written.filter(|&w| ms.inserted_through(w));
             if ms.pending() == 0 {
-                break;
+                // All in; but an `async` write is in once it has its LSN,
+                // which may wait for log space as much as a pending write.
+                break through.filter(|&w| ms.max_lsn() > w);
+            }
+            if through.is_some() {
+                break through;
             }
             if let Some(e) = self.failure() {
                 return Err(e);
             }
             std::thread::sleep(Duration::from_micros(50));
+        };
+        let Some(upto) = upto else {
+            return self.flush_whole(queues, r, &ms, started);
+        };
+        if !self.flush_upto(queues, r, &ms, upto, started)? {
+            // Nothing to record since the last pass: other memstores pin
+            // the log. Freeze them (this reactor is not idle, so its tick
+            // would not) and let their flushes go first.
+            self.relieve_log();
+            std::thread::sleep(Duration::from_millis(1));
         }
+        Ok(true)
+    }
+
+    /// Flushes the whole of `ms`, whose writes are all inserted, and swaps
+    /// it for its block file. True when the log filled before it held
+    /// every LSN of `ms` durably: then nothing changed, and the next pass
+    /// flushes up to the written LSN.
+    fn flush_whole(
+        &self,
+        queues: &mut [D::Queue],
+        r: u32,
+        ms: &Arc<Memstore>,
+        started: Instant,
+    ) -> Result<bool> {
         let region = &self.region[r as usize];
         if ms.is_empty() {
             let mut st = region.lock();
-            st.frozen.retain(|m| !Arc::ptr_eq(m, &ms));
+            st.frozen.retain(|m| !Arc::ptr_eq(m, ms));
             region.publish(&st);
             drop(st);
             self.memory.release(ms.bytes());
-            return Ok(());
+            return Ok(false);
         }
+        // Everything logged so far becomes durable before the manifest says
+        // the region is flushed up to its LSNs: otherwise a power cut could
+        // take LSNs at or below the mark out of the log, the WAL would hand
+        // them out again, and the next recovery would skip those writes as
+        // already flushed.
+        let (file, handle, bytes) =
+            match self.write_memstore(queues, r, ms, u64::MAX, ms.max_lsn())? {
+                MemstoreFile::File(file, handle, bytes) => (file, handle, bytes),
+                MemstoreFile::Stalled => return Ok(true),
+                MemstoreFile::Empty => unreachable!("a memstore with entries has a file"),
+            };
+        let dev = Some(file.device);
+        let replay = self.replay_point(Some(ms), None);
+        let edit = Edit {
+            flushed: vec![(r, file.max_lsn)],
+            add: vec![file],
+            remove: Vec::new(),
+            replay_from: Some(replay),
+        };
+        self.apply(queues, &edit)?;
+        let files = {
+            let mut st = region.lock();
+            st.frozen.retain(|m| !Arc::ptr_eq(m, ms));
+            st.tables.insert(0, handle);
+            region.publish(&st);
+            st.tables.len()
+        };
+        self.memory.release(ms.bytes());
+        self.wal.release(replay.saturating_sub(1));
+        self.counters.flush.flushes.fetch_add(1, Ordering::Relaxed);
+        self.count_flush(dev, bytes, started);
+        if files > self.opts.compact_at {
+            self.sched.push_compaction(r);
+        }
+        Ok(false)
+    }
+
+    /// One pass over `ms` while the log is full: every write of it at or
+    /// below `upto` (the written LSN) is inserted, and it has or will have
+    /// one above. Writes the newest version at or below `upto` of each key
+    /// as a block file, if any, with `upto` as the region's flush mark (it
+    /// is not below the mark the region has). Then `upto` is the floor of
+    /// `ms` and of every later memstore of the region (their writes all
+    /// come after that write above it), so the replay point and the log
+    /// move past it; `ms` stays frozen and readable, first of its region,
+    /// for the pass that flushes the rest. False when there was nothing to
+    /// record: no file, and the replay point where the manifest has it.
+    fn flush_upto(
+        &self,
+        queues: &mut [D::Queue],
+        r: u32,
+        ms: &Arc<Memstore>,
+        upto: u64,
+        started: Instant,
+    ) -> Result<bool> {
+        let region = &self.region[r as usize];
+        let (file, handle, bytes) = match self.write_memstore(queues, r, ms, upto, upto)? {
+            MemstoreFile::File(file, handle, bytes) => (Some(file), Some(handle), bytes),
+            MemstoreFile::Empty => (None, None, 0),
+            MemstoreFile::Stalled => unreachable!("the log is written up to {upto}"),
+        };
+        let dev = file.as_ref().map(|f| f.device);
+        let replay = self.replay_point(None, Some((r as usize, upto)));
+        let recorded = self
+            .manifest
+            .lock()
+            .expect("manifest lock")
+            .state()
+            .replay_from;
+        if file.is_none() && replay <= recorded {
+            return Ok(false);
+        }
+        let edit = Edit {
+            flushed: file.iter().map(|f| (r, f.max_lsn)).collect(),
+            add: file.into_iter().collect(),
+            remove: Vec::new(),
+            replay_from: Some(replay),
+        };
+        self.apply(queues, &edit)?;
+        let files = {
+            let mut st = region.lock();
+            if let Some(h) = handle {
+                st.tables.insert(0, h);
+            }
+            // Only now that the manifest holds the file may a replay point
+            // that another flush computes pass its writes.
+            for m in st.frozen.iter().chain(std::iter::once(&st.active)) {
+                m.raise_floor(upto);
+            }
+            region.publish(&st);
+            st.tables.len()
+        };
+        self.wal.release(replay.saturating_sub(1));
+        self.counters.flush.partial.fetch_add(1, Ordering::Relaxed);
+        self.count_flush(dev, bytes, started);
+        if files > self.opts.compact_at {
+            self.sched.push_compaction(r);
+        }
+        Ok(true)
+    }
+
+    /// Counts a flush (or a pass) that wrote `bytes` to data device `dev`.
+    fn count_flush(&self, dev: Option<u32>, bytes: u64, started: Instant) {
+        let c = &self.counters.flush;
+        c.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+        c.flush_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if let Some(d) = dev {
+            c.device_flushes[d as usize].fetch_add(1, Ordering::Relaxed);
+            c.device_flush_bytes[d as usize].fetch_add(bytes, Ordering::Relaxed);
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        c.last_flush_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Region `r`'s flush mark for a file of LSNs up to `lsn`: never below
+    /// the mark it has (it only grows, even for a memstore of unlogged
+    /// writes alone; files are ordered by it at open).
+    fn flush_mark(&self, r: u32, lsn: u64) -> u64 {
+        let m = self.manifest.lock().expect("manifest lock");
+        lsn.max(m.state().flushed_lsn.get(r as usize).copied().unwrap_or(0))
+    }
+
+    /// Writes the newest version at or below `upto` of every key of `ms`
+    /// as a block file of region `r`, waits until the log is durable up to
+    /// `lsn` (the file's flush mark, or below it), and opens the file.
+    /// Nothing refers to the file until the caller records it.
+    fn write_memstore(
+        &self,
+        queues: &mut [D::Queue],
+        r: u32,
+        ms: &Memstore,
+        upto: u64,
+        lsn: u64,
+    ) -> Result<MemstoreFile<D>> {
         // What the file will hold: the newest version of each key.
         let (mut entries, mut key_bytes, mut value_bytes) = (0u64, 0u64, 0u64);
-        ms.for_each_newest::<()>(|k, _, _, v| {
+        ms.for_each_newest_upto::<()>(upto, |k, _, _, v| {
             entries += 1;
             key_bytes += k.len() as u64;
             value_bytes += v.len() as u64;
             Ok(())
         })
         .expect("counting cannot fail");
+        if entries == 0 {
+            // The mark is recorded all the same: the log must hold it.
+            return Ok(match self.wait_durable(lsn)? {
+                true => MemstoreFile::Empty,
+                false => MemstoreFile::Stalled,
+            });
+        }
         let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, key_bytes, value_bytes);
         let (dev, offset) = self.allocate(bound)?;
         let written = self.write_file(queues, dev, offset, bound, |builder, w| {
-            ms.for_each_newest(|k, lsn, kind, v| {
+            ms.for_each_newest_upto(upto, |k, lsn, kind, v| {
                 builder
                     .add(k, lsn, kind, v)
                     .map_err(|e| table_error(dev, offset, e))?;
@@ -215,28 +409,25 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 return Err(e);
             }
         };
-        // Everything logged so far becomes durable before the manifest says
-        // the region is flushed up to its LSNs: otherwise a power cut could
-        // take LSNs at or below the mark out of the log, the WAL would hand
-        // them out again, and the next recovery would skip those writes as
-        // already flushed.
-        if let Err(e) = self.wait_durable(ms.max_lsn()) {
-            self.unallocate(dev, offset, bound);
-            return Err(e);
+        // The flush mark must never be above what the log holds durably.
+        match self.wait_durable(lsn) {
+            Ok(true) => {}
+            Ok(false) => {
+                self.unallocate(dev, offset, bound);
+                return Ok(MemstoreFile::Stalled);
+            }
+            Err(e) => {
+                self.unallocate(dev, offset, bound);
+                return Err(e);
+            }
         }
-        // The region's flush mark only grows, even for a memstore of
-        // unlogged writes alone; files are ordered by it at open.
-        let mark = {
-            let m = self.manifest.lock().expect("manifest lock");
-            ms.max_lsn()
-                .max(m.state().flushed_lsn.get(r as usize).copied().unwrap_or(0))
-        };
+        let mark = self.flush_mark(r, lsn);
         let file = self.file_record(r, dev, offset, &meta, mark);
         self.shrink(dev, offset, bound, meta.file_bytes);
         let opened = TableHandle::open(self.store.clone(), file.clone());
         let failed = self.failure();
-        let handle = match (opened, failed) {
-            (Ok(h), None) => Arc::new(h),
+        match (opened, failed) {
+            (Ok(h), None) => Ok(MemstoreFile::File(file, Arc::new(h), meta.file_bytes)),
             (opened, failed) => {
                 // Nothing refers to the file yet: its space goes back.
                 if let Err(e) = self
@@ -248,52 +439,27 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 {
                     tracing::error!("freeing an unrecorded block file: {e}");
                 }
-                return Err(failed.unwrap_or_else(|| opened.err().expect("not both fine")));
+                Err(failed.unwrap_or_else(|| opened.err().expect("not both fine")))
             }
-        };
-        let replay = self.replay_point(Some(&ms));
-        let edit = Edit {
-            add: vec![file],
-            remove: Vec::new(),
-            flushed: vec![(r, mark)],
-            replay_from: Some(replay),
-        };
-        self.apply(queues, &edit)?;
-        let files = {
-            let mut st = region.lock();
-            st.frozen.retain(|m| !Arc::ptr_eq(m, &ms));
-            st.tables.insert(0, handle);
-            region.publish(&st);
-            st.tables.len()
-        };
-        self.memory.release(ms.bytes());
-        self.wal.release(replay.saturating_sub(1));
-        let c = &self.counters.flush;
-        c.flushes.fetch_add(1, Ordering::Relaxed);
-        c.flush_bytes.fetch_add(meta.file_bytes, Ordering::Relaxed);
-        c.device_flushes[dev as usize].fetch_add(1, Ordering::Relaxed);
-        c.device_flush_bytes[dev as usize].fetch_add(meta.file_bytes, Ordering::Relaxed);
-        c.flush_ns
-            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        c.last_flush_ms.store(now, Ordering::Relaxed);
-        if files > self.opts.compact_at {
-            self.sched.push_compaction(r);
         }
-        Ok(())
     }
 
     /// Waits until the WAL is durable up to `lsn`, asking for it with a
     /// barrier when the WAL's ring has room. Not a blocking barrier: when the
     /// log is full the ring stops moving, and this flush is what frees it
     /// (the WAL flushes its devices by itself while the log is full).
-    fn wait_durable(&self, lsn: u64) -> Result<()> {
+    ///
+    /// False, without waiting, when the log is full and not written up to
+    /// `lsn`: what is above the written LSN waits for log space, which may
+    /// be what this flush was to free.
+    fn wait_durable(&self, lsn: u64) -> Result<bool> {
         let mut nudge: Option<crate::wal::Ticket> = None;
         while self.wal.durable_lsn() < lsn {
             if let Some(e) = self.failure() {
                 return Err(e);
+            }
+            if self.wal.is_full() && self.wal.written_lsn() < lsn {
+                return Ok(false);
             }
             if let Some(Err(e)) = nudge.as_ref().and_then(|t| t.poll()) {
                 return Err(e.into());
@@ -303,7 +469,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             }
             std::thread::sleep(Duration::from_micros(100));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Merges every block file of region `r` into one, dropping versions
@@ -433,14 +599,22 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// any write admitted after the written LSN was read here gets a larger
     /// LSN. While the WAL is being replayed, the record about to be
     /// replayed bounds it too.
-    pub(super) fn replay_point(&self, flushed: Option<&Arc<Memstore>>) -> u64 {
+    ///
+    /// `raised`: a region whose memstores are all (about to be) raised to
+    /// a floor of at least this LSN by a pass that flushed up to it.
+    pub(super) fn replay_point(
+        &self,
+        flushed: Option<&Arc<Memstore>>,
+        raised: Option<(usize, u64)>,
+    ) -> u64 {
         let mut point = (self.wal.written_lsn() + 1).min(self.replaying.load(Ordering::SeqCst));
-        for region in &self.region {
+        for (r, region) in self.region.iter().enumerate() {
+            let least = raised.filter(|&(rr, _)| rr == r).map_or(0, |(_, lsn)| lsn);
             for ms in &region.view().mems {
                 if flushed.is_some_and(|f| Arc::ptr_eq(f, ms)) || ms.is_unused() {
                     continue;
                 }
-                point = point.min(ms.floor() + 1);
+                point = point.min(ms.floor().max(least) + 1);
             }
         }
         point
@@ -560,6 +734,17 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         c.device_bytes[dev as usize].fetch_add(meta.file_bytes, Ordering::Relaxed);
         Ok(Some(meta))
     }
+}
+
+/// What [`Inner::write_memstore`] made of a memstore.
+enum MemstoreFile<D: Device<Queue: Send>> {
+    /// The file's record (its `max_lsn` the flush mark), its handle and
+    /// its bytes.
+    File(FileRecord, Arc<TableHandle<D>>, u64),
+    /// No key has a version in range; the log is durable up to the mark.
+    Empty,
+    /// The log is full below the LSN the mark needs: nothing was recorded.
+    Stalled,
 }
 
 fn table_error(dev: u32, offset: u64, e: TableError) -> EngineError {

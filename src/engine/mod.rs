@@ -33,6 +33,27 @@
 //! is the lowest floor + 1 of the memstores not yet flushed, or the WAL's
 //! written LSN + 1 when every memstore is empty. The WAL reclaims the
 //! segments below it.
+//!
+//! **A flush never waits for log space.** A flush waits for the writes
+//! admitted to its memstore, and the log it frees may be what some of
+//! them wait for. Each memstore tracks its admitted writes in groups
+//! (their tickets in LSN order, and how many are inserted), and a ticket
+//! knows its LSN before it is acknowledged. While the log is full, a flush
+//! reads the written LSN `w` and, once every write of the memstore at or
+//! below `w` is inserted, while the memstore has or will have a write
+//! above it, makes a pass: the newest version at or below `w` of each key
+//! goes to a block file with `w` as the region's flush mark (the log is
+//! durable to `w`: it flushes itself while full), and `w` becomes the
+//! floor of the memstore and of every later one of the region (their
+//! writes come after that write above `w`). The replay point and the log
+//! move past `w`; the memstore stays frozen, readable and first of its
+//! region, and is queued again for the rest. Every write at or below `w`
+//! is acknowledged without log space (written; `sync` ones once the full
+//! log flushes), and writers insert in LSN order as acknowledgements come,
+//! so the pass does not wait on anything that waits for it. A flush of a
+//! whole memstore that finds the log full below its highest LSN (an
+//! `async` write is inserted once it has an LSN) records nothing and is
+//! queued again for a pass.
 
 mod error;
 mod flush;
@@ -73,6 +94,10 @@ pub struct EngineOptions {
     pub flush_size: u64,
     pub global_limit: u64,
     pub low_water: f64,
+    /// Once more than this fraction of the WAL's segments hold unreleased
+    /// log, or whenever the log is full, the memstores holding its older
+    /// half are frozen so their flushes let it reclaim (0.5).
+    pub log_freeze_at: f64,
     pub max_key: usize,
     pub max_value: usize,
     /// The level of a write that does not name one.
@@ -108,6 +133,7 @@ impl EngineOptions {
             flush_size: m.flush_size,
             global_limit: m.global_limit,
             low_water: m.low_water,
+            log_freeze_at: 0.5,
             max_key: m.max_key as usize,
             max_value: m.max_value as usize,
             durability: cfg.wal.durability,
@@ -174,6 +200,9 @@ struct Inner<D: Device<Queue: Send> + Clone> {
 impl<D: Device<Queue: Send> + Clone> Inner<D> {
     fn fail(&self, why: String) {
         tracing::error!("engine failed: {why}");
+        // No flush will release log now: writes waiting for log space
+        // would wait forever.
+        self.wal.fail_when_full(&why);
         self.failed.lock().expect("failed lock").get_or_insert(why);
         self.memory.wake_all();
     }

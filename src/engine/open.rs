@@ -14,7 +14,7 @@ use crate::config::{Config, Role, RESERVED_BYTES};
 use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
 use crate::layout::manifest::{Manifest, ManifestState};
-use crate::memstore::{entry_bytes, Memory, Regions};
+use crate::memstore::{entry_bytes, Admission, Memory, Regions};
 use crate::table::EntryKind;
 use crate::wal::format::RecordOp;
 use crate::wal::recovery::WalDevice;
@@ -318,6 +318,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let bytes = entry_bytes(key.len(), value.len());
         // Admitted under the region's lock like a write, so a flush of the
         // memstore (frozen meanwhile) waits for the insert.
+        let admission = Admission::new(vec![crate::wal::Ticket::done(lsn)]);
         let ms = {
             let st = self.region[r].lock();
             // A memstore first used here holds records from this LSN on
@@ -326,10 +327,12 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 st.active.set_floor(lsn - 1);
             }
             st.active.admit(1, bytes);
+            st.active.track(admission.clone());
             st.active.clone()
         };
         self.memory.charge(bytes);
         ms.insert(key, lsn, true, kind, value);
+        admission.advance();
         ms.inserted(1);
         if ms.bytes() >= self.opts.flush_size {
             let mut st = self.region[r].lock();

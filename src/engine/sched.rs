@@ -27,8 +27,9 @@ pub struct Scheduler {
 
 struct State {
     stop: bool,
-    /// Frozen memstores in the order they were frozen.
-    flushes: Vec<(u32, Arc<Memstore>)>,
+    /// Frozen memstores in the order they were frozen; true for one that
+    /// a pass flushed in part, put back first of its region.
+    flushes: Vec<(u32, Arc<Memstore>, bool)>,
     compactions: VecDeque<u32>,
     flushing: Vec<bool>,
     compacting: Vec<bool>,
@@ -67,10 +68,20 @@ impl Scheduler {
 
     pub fn push_flush(&self, region: u32, ms: Arc<Memstore>) {
         let mut s = self.lock();
-        s.flushes.push((region, ms));
+        s.flushes.push((region, ms, false));
         self.count(&s);
         drop(s);
         self.changed.notify_all();
+    }
+
+    /// Puts back a memstore whose flush left writes for another pass
+    /// (before [`Scheduler::done`] lets its region flush again): first of
+    /// its region, which flushes oldest first, but after every other
+    /// region's, whose flushes may be what frees the log it waits for.
+    pub fn requeue_flush(&self, region: u32, ms: Arc<Memstore>) {
+        let mut s = self.lock();
+        s.flushes.insert(0, (region, ms, true));
+        self.count(&s);
     }
 
     pub fn push_compaction(&self, region: u32) {
@@ -154,10 +165,11 @@ impl Scheduler {
 
 impl State {
     fn pick(&mut self) -> Option<Job> {
-        // The first queued memstore of each free region is a candidate.
+        // The first queued memstore of each free region is a candidate;
+        // one put back after a pass only when no other is.
         let mut best: Option<usize> = None;
         let mut seen = vec![false; self.flushing.len()];
-        for (i, (r, ms)) in self.flushes.iter().enumerate() {
+        for (i, (r, ms, again)) in self.flushes.iter().enumerate() {
             let r = *r as usize;
             if seen[r] {
                 continue;
@@ -166,12 +178,17 @@ impl State {
             if self.flushing[r] {
                 continue;
             }
-            if best.is_none_or(|b| self.flushes[b].1.bytes() < ms.bytes()) {
+            let rank = |again: bool, ms: &Memstore| (!again, ms.bytes());
+            let better = best.is_none_or(|b| {
+                let (_, bm, bagain) = &self.flushes[b];
+                rank(*again, ms) > rank(*bagain, bm)
+            });
+            if better {
                 best = Some(i);
             }
         }
         if let Some(i) = best {
-            let (r, ms) = self.flushes.remove(i);
+            let (r, ms, _) = self.flushes.remove(i);
             self.flushing[r as usize] = true;
             return Some(Job::Flush(r, ms));
         }

@@ -44,6 +44,9 @@ pub struct EngineStats {
     pub scans: u64,
     pub freezes: u64,
     pub flushes: u64,
+    /// Passes that flushed part of a memstore, up to the written LSN of a
+    /// full log, while some of its writes waited for log space.
+    pub partial_flushes: u64,
     pub flush_bytes: u64,
     /// Summed over flushes (they overlap when several reactors run).
     pub flush_time: Duration,
@@ -158,6 +161,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             scans: load(&c.scans),
             freezes: load(&c.freezes),
             flushes: load(&c.flush.flushes),
+            partial_flushes: load(&c.flush.partial),
             flush_bytes: load(&c.flush.flush_bytes),
             flush_time: Duration::from_nanos(load(&c.flush.flush_ns)),
             compactions: load(&c.flush.compactions),
@@ -182,7 +186,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             queued_compactions,
             running_jobs,
             wal: i.wal.stats(),
-            replay_point: i.replay_point(None),
+            replay_point: i.replay_point(None, None),
             wal_written_lsn: i.wal.written_lsn(),
             wal_durable_lsn: i.wal.durable_lsn(),
             wal_live_segments,

@@ -8,7 +8,7 @@ use super::error::{EngineError, Result};
 use super::{Engine, Inner};
 use crate::config::Durability;
 use crate::device::Device;
-use crate::memstore::{entry_bytes, Inserter, Memstore};
+use crate::memstore::{entry_bytes, Admission, Inserter, Memstore};
 use crate::table::EntryKind;
 use crate::wal::format::RecordOp;
 use crate::wal::Ticket;
@@ -16,9 +16,9 @@ use crate::wal::Ticket;
 /// A write's key and value for the memstore, then for the WAL.
 type Copies = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
 
-/// A write admitted to a memstore, waiting for its WAL acknowledgement.
+/// A write admitted to a memstore, waiting for its WAL acknowledgement
+/// (its ticket is in its group's [`Admission`]).
 struct Admitted {
-    ticket: Ticket,
     key: Vec<u8>,
     value: Vec<u8>,
     kind: EntryKind,
@@ -26,10 +26,13 @@ struct Admitted {
 }
 
 /// Writes admitted to one memstore in one turn under its region's lock
-/// (one reference to the memstore for all of them).
+/// (one reference to the memstore for all of them), not inserted yet. The
+/// admission, which the memstore tracks too, holds their tickets and
+/// counts how many are inserted.
 struct Group {
     ms: Arc<Memstore>,
-    writes: Vec<Admitted>,
+    admission: Arc<Admission>,
+    writes: std::vec::IntoIter<Admitted>,
 }
 
 impl<D: Device<Queue: Send> + Clone> Engine<D> {
@@ -91,6 +94,26 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     }
 }
 
+/// The group of the writes appended to `ms` in one turn under its region's
+/// lock (none if nothing was appended), its admission tracked by `ms`;
+/// `last` becomes its last ticket.
+fn group(
+    ms: Arc<Memstore>,
+    tickets: Vec<Ticket>,
+    admitted: Vec<Admitted>,
+    last: &mut Option<Ticket>,
+) -> Option<Group> {
+    let t = tickets.last()?;
+    *last = Some(t.clone());
+    let admission = Admission::new(tickets);
+    ms.track(admission.clone());
+    Some(Group {
+        ms,
+        admission,
+        writes: admitted.into_iter(),
+    })
+}
+
 /// Writes appended to the WAL whose inserts are still to do.
 struct InFlight<D: Device<Queue: Send> + Clone> {
     inner: Arc<Inner<D>>,
@@ -119,16 +142,33 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
         self.last.as_ref().is_none_or(Ticket::is_done)
     }
 
-    /// Inserts whatever is not inserted yet (waiting for the acks).
-    fn insert(&self) -> Result<()> {
+    /// Inserts the writes not inserted yet, in LSN order: all of them,
+    /// waiting for each acknowledgement, or (`wait` false) those
+    /// acknowledged, up to the first that is not.
+    fn insert(&self, wait: bool) -> Result<()> {
         // The lock is held until every write is in, so whoever comes second
-        // (the writer or a flush) returns only once they are visible.
-        let mut guard = self.admitted.lock().expect("in-flight lock");
+        // (the writer or a flush) returns only once they are visible. A
+        // flush does not wait for it: whoever holds it inserts in order.
+        let mut guard = if wait {
+            self.admitted.lock().expect("in-flight lock")
+        } else {
+            match self.admitted.try_lock() {
+                Ok(g) => g,
+                Err(_) => return Ok(()),
+            }
+        };
         let mut high = 0;
-        for g in std::mem::take(&mut *guard) {
-            let n = g.writes.len() as u64;
-            for a in g.writes {
-                match self.inner.complete(&g.ms, a, self.level) {
+        'groups: for g in guard.iter_mut() {
+            let mut n = 0;
+            while let Some(t) = g.admission.tickets().get(g.admission.inserted()) {
+                if !wait && !t.is_done() {
+                    if n > 0 {
+                        g.ms.inserted(n);
+                    }
+                    break 'groups;
+                }
+                let a = g.writes.next().expect("a write per ticket");
+                match self.inner.complete(&g.ms, t, a, self.level) {
                     Ok(version) => high = high.max(version),
                     Err(e) => {
                         self.failed
@@ -137,10 +177,16 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
                             .get_or_insert(e.to_string());
                     }
                 }
+                g.admission.advance();
+                n += 1;
             }
-            // A group's writes end their pending state at once.
-            g.ms.inserted(n);
+            // The group's writes inserted in this turn end their pending
+            // state at once.
+            if n > 0 {
+                g.ms.inserted(n);
+            }
         }
+        guard.retain(|g| !g.writes.as_slice().is_empty());
         if self.level != Durability::None && high > 0 {
             self.inner.high_lsn.fetch_max(high, Ordering::SeqCst);
         }
@@ -151,19 +197,17 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
         }
     }
 
+    /// Inserts every write as its acknowledgement comes, in LSN order: a
+    /// flush may wait for the first ones while the last wait for log space
+    /// that only that flush frees.
     fn wait_and_insert(&self) -> Result<()> {
-        if let Some(t) = &self.last {
-            let _ = t.wait();
-        }
-        self.insert()
+        self.insert(true)
     }
 }
 
 impl<D: Device<Queue: Send> + Clone> Inserter for InFlight<D> {
     fn insert_acknowledged(&self) {
-        if self.is_acknowledged() {
-            let _ = self.insert();
-        }
+        let _ = self.insert(false);
     }
 }
 
@@ -248,14 +292,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         Ok(())
     }
 
-    /// Once over half the WAL's segments hold unreleased log, freezes the
-    /// memstores that hold the older half of it back (the used active
-    /// memstores whose floor is in that half): their flushes let the WAL
-    /// reclaim before writers have to wait for log space, which no memstore
-    /// limit would ever relieve.
+    /// Once over `log-freeze-at` (half) of the WAL's segments hold
+    /// unreleased log, or the log is full, freezes the memstores that hold
+    /// the older half of it back (the used active memstores whose floor is
+    /// in that half): their flushes let the WAL reclaim, before writers
+    /// have to wait for log space if they come in time. No memstore limit
+    /// would ever relieve the log.
     pub(super) fn relieve_log(&self) {
         let (live, total) = self.wal.segment_usage();
-        if total == 0 || live * 2 <= total {
+        let due = total > 0 && live as f64 > self.opts.log_freeze_at * total as f64;
+        if !due && !self.wal.is_full() {
             return;
         }
         let written = self.wal.written_lsn();
@@ -407,11 +453,9 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             if ms.is_unused() {
                 ms.set_floor(self.wal.written_lsn());
             }
-            let mut group = Group {
-                ms: ms.clone(),
-                writes: Vec::with_capacity(writes.len() - next),
-            };
-            let ms = &group.ms;
+            let ms = ms.clone();
+            let mut admitted = Vec::with_capacity(writes.len() - next);
+            let mut tickets = Vec::with_capacity(writes.len() - next);
             // The whole rest is charged at once; what is not appended now
             // is taken off again.
             let rest_bytes: u64 = sizes[next..].iter().sum();
@@ -429,8 +473,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 });
                 match self.wal.try_append(op, r as u32, wk, wv, level) {
                     Ok(Ok(t)) => {
-                        group.writes.push(Admitted {
-                            ticket: t,
+                        tickets.push(t);
+                        admitted.push(Admitted {
                             key: mk,
                             value: mv,
                             kind,
@@ -447,11 +491,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                         let rest: u64 = sizes[next..].iter().sum();
                         ms.cancel((writes.len() - next) as u64, rest);
                         self.memory.release(rest);
+                        out.extend(group(ms, tickets, admitted, last));
                         drop(st);
-                        if !group.writes.is_empty() {
-                            *last = group.writes.last().map(|a| a.ticket.clone());
-                            out.push(group);
-                        }
                         self.fail(format!("WAL append: {e}"));
                         return Err(e.into());
                     }
@@ -460,14 +501,14 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             if full {
                 ms.cancel((writes.len() - next) as u64, sizes[next..].iter().sum());
             }
-            if ms.bytes() >= self.opts.flush_size {
+            let frozen = ms.bytes() >= self.opts.flush_size;
+            // Tracked before the memstore can be frozen: its flush must
+            // see every write admitted to it.
+            out.extend(group(ms, tickets, admitted, last));
+            if frozen {
                 self.freeze_locked(r, &mut st);
             }
             drop(st);
-            if !group.writes.is_empty() {
-                *last = group.writes.last().map(|a| a.ticket.clone());
-                out.push(group);
-            }
             waited = full;
         }
         Ok(())
@@ -476,11 +517,17 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// Waits for the acknowledgement and inserts the write, returning its
     /// version; the caller ends the pending state with
     /// [`Memstore::inserted`]. On a WAL error, gives its charge back.
-    fn complete(&self, ms: &Memstore, a: Admitted, level: Durability) -> Result<u64> {
+    fn complete(
+        &self,
+        ms: &Memstore,
+        ticket: &Ticket,
+        a: Admitted,
+        level: Durability,
+    ) -> Result<u64> {
         let version = if level == Durability::None {
             self.high_lsn.load(Ordering::SeqCst)
         } else {
-            match a.ticket.wait() {
+            match ticket.wait() {
                 Ok(lsn) => lsn,
                 Err(e) => {
                     ms.cancel(0, a.bytes);

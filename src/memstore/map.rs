@@ -2,12 +2,13 @@
 
 use std::cmp::Reverse;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use crossbeam_skiplist::SkipMap;
 
 use crate::table::{Entry, EntryKind};
+use crate::wal::Ticket;
 
 /// Bytes an entry costs beyond its key and value: the skip-list node
 /// (header and an average tower of 1.33 pointers), the `Vec` headers of
@@ -27,6 +28,59 @@ pub trait Inserter: Send + Sync {
     /// Inserts the writes if they are acknowledged; otherwise nothing.
     fn insert_acknowledged(&self);
 }
+
+/// Writes admitted to a memstore in one turn under its region's lock:
+/// their WAL tickets, in the order they were appended (so in LSN order),
+/// and how many of them are inserted. Their writer inserts them in that
+/// order, so the inserted ones are always the first ones. A flush reads it
+/// to learn which writes it must wait for: those whose LSN is at or below
+/// the mark it records.
+pub struct Admission {
+    tickets: Vec<Ticket>,
+    inserted: AtomicUsize,
+}
+
+impl Admission {
+    pub fn new(tickets: Vec<Ticket>) -> Arc<Admission> {
+        Arc::new(Admission {
+            tickets,
+            inserted: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn tickets(&self) -> &[Ticket] {
+        &self.tickets
+    }
+
+    /// How many of the writes are inserted (or failed).
+    pub fn inserted(&self) -> usize {
+        self.inserted.load(Ordering::Acquire)
+    }
+
+    /// The next write is inserted (or failed): call after the insert, so
+    /// whoever sees the count sees the entry.
+    pub fn advance(&self) {
+        self.inserted.fetch_add(1, Ordering::Release);
+    }
+
+    fn is_done(&self) -> bool {
+        self.inserted() >= self.tickets.len()
+    }
+
+    /// Whether every write with an LSN at or below `lsn` is inserted. A
+    /// write the WAL has given no LSN yet will get one above every LSN
+    /// given so far; the caller reads `lsn` from a watermark first, so
+    /// every LSN at or below it is seen as given (see [`Ticket::lsn`]).
+    fn inserted_through(&self, lsn: u64) -> bool {
+        match self.tickets.get(self.inserted()) {
+            None => true,
+            Some(t) => t.lsn().is_none_or(|l| l > lsn),
+        }
+    }
+}
+
+/// The shortest list of admissions that is trimmed of finished ones.
+const TRIM_AT: usize = 64;
 
 /// Key of the map: versions of a key sort newest first.
 ///
@@ -84,6 +138,9 @@ pub struct Memstore {
     frozen: AtomicBool,
     /// Writers' batches that can insert their writes themselves.
     inserters: Mutex<Vec<Weak<dyn Inserter>>>,
+    /// Every group of writes admitted and not known to be all inserted,
+    /// and the length at which the list is next trimmed.
+    admissions: Mutex<(Vec<Arc<Admission>>, usize)>,
 }
 
 /// Counts of one memstore, for reports.
@@ -108,6 +165,7 @@ impl Memstore {
             floor: AtomicU64::new(floor),
             frozen: AtomicBool::new(false),
             inserters: Mutex::new(Vec::new()),
+            admissions: Mutex::new((Vec::new(), TRIM_AT)),
         }
     }
 
@@ -120,6 +178,27 @@ impl Memstore {
     pub fn admit(&self, writes: u64, bytes: u64) {
         self.pending.fetch_add(writes, Ordering::SeqCst);
         self.bytes.fetch_add(bytes, Ordering::SeqCst);
+    }
+
+    /// Remembers a group of admitted writes (under the region's lock, with
+    /// [`Memstore::admit`]) until every one of them is inserted.
+    pub fn track(&self, admission: Arc<Admission>) {
+        let mut guard = self.admissions.lock().expect("admissions lock");
+        let (list, trim_at) = &mut *guard;
+        if list.len() >= *trim_at {
+            list.retain(|a| !a.is_done());
+            *trim_at = (list.len() * 2).max(TRIM_AT);
+        }
+        list.push(admission);
+    }
+
+    /// Whether every write admitted to this memstore whose LSN is at or
+    /// below `lsn` is inserted. Read `lsn` from a WAL watermark before
+    /// calling (see [`Admission`]).
+    pub fn inserted_through(&self, lsn: u64) -> bool {
+        let mut guard = self.admissions.lock().expect("admissions lock");
+        guard.0.retain(|a| !a.is_done());
+        guard.0.iter().all(|a| a.inserted_through(lsn))
     }
 
     /// Undoes [`Memstore::admit`] for writes that failed.
@@ -211,11 +290,22 @@ impl Memstore {
     /// Calls `f` with the newest version of every key, in key order.
     pub fn for_each_newest<E>(
         &self,
+        f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.for_each_newest_upto(u64::MAX, f)
+    }
+
+    /// Calls `f` with the newest version at or below `upto` of every key
+    /// that has one, in key order.
+    pub fn for_each_newest_upto<E>(
+        &self,
+        upto: u64,
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let mut prev: Option<crossbeam_skiplist::map::Entry<'_, Versioned, Value>> = None;
         for e in self.map.iter() {
-            if prev.as_ref().is_some_and(|p| p.key().key == e.key().key) {
+            if e.key().version.0 > upto || prev.as_ref().is_some_and(|p| p.key().key == e.key().key)
+            {
                 continue;
             }
             f(
@@ -280,6 +370,13 @@ impl Memstore {
     /// Moves the floor up, while the memstore is unused.
     pub fn set_floor(&self, floor: u64) {
         self.floor.store(floor, Ordering::SeqCst);
+    }
+
+    /// Moves the floor up to `floor` (never down): every logged write this
+    /// memstore holds at or below it is in a durable block file, and every
+    /// one it will still get is above it.
+    pub fn raise_floor(&self, floor: u64) {
+        self.floor.fetch_max(floor, Ordering::SeqCst);
     }
 
     pub fn freeze(&self) {
@@ -370,6 +467,51 @@ mod tests {
         let want: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
         assert_eq!(got, want);
         assert!(m.get(b"abcdefgh\0").is_some() && m.get(b"abcdefg").is_none());
+    }
+
+    #[test]
+    fn iteration_up_to_an_lsn_takes_the_newest_version_at_or_below_it() {
+        let m = Memstore::new(1, 0);
+        put(&m, "a", 3, "a3");
+        put(&m, "a", 9, "a9");
+        put(&m, "b", 8, "b8");
+        put(&m, "c", 2, "c2");
+        put(&m, "c", 5, "c5");
+        let mut seen = Vec::new();
+        m.for_each_newest_upto::<()>(6, |k, v, _, _| {
+            seen.push((k.to_vec(), v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![(b"a".to_vec(), 3), (b"c".to_vec(), 5)]);
+    }
+
+    #[test]
+    fn a_memstore_knows_when_its_writes_up_to_an_lsn_are_inserted() {
+        use crate::wal::Ticket;
+        let m = Memstore::new(1, 0);
+        // Two groups: LSNs 4 and 6, then 7 and one not given yet.
+        let (t4, t6, t7, tx) = (
+            Ticket::given(4),
+            Ticket::given(6),
+            Ticket::given(7),
+            Ticket::given(0),
+        );
+        let a = Admission::new(vec![t4, t6]);
+        let b = Admission::new(vec![t7, tx]);
+        m.track(a.clone());
+        m.track(b.clone());
+        assert!(m.inserted_through(3));
+        assert!(!m.inserted_through(4));
+        a.advance();
+        assert!(m.inserted_through(5));
+        assert!(!m.inserted_through(6));
+        a.advance();
+        assert!(m.inserted_through(6));
+        assert!(!m.inserted_through(100));
+        b.advance();
+        // The last write has no LSN yet: it will get one above any given.
+        assert!(m.inserted_through(100));
     }
 
     #[test]

@@ -21,5 +21,5 @@ mod map;
 mod regions;
 
 pub use limit::{Memory, MemoryStats};
-pub use map::{entry_bytes, Inserter, Memstore, MemstoreStats, ENTRY_OVERHEAD};
+pub use map::{entry_bytes, Admission, Inserter, Memstore, MemstoreStats, ENTRY_OVERHEAD};
 pub use regions::Regions;

@@ -39,7 +39,7 @@
 //! error, since what the device holds is no longer known.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -84,6 +84,12 @@ pub(crate) struct Published {
     /// Segments of every device holding unreleased log, and in all.
     pub live_segments: AtomicU64,
     pub total_segments: AtomicU64,
+    /// The next batch has no segment to go to: appends wait for the
+    /// memstores that pin the log to be flushed.
+    pub log_full: AtomicBool,
+    /// Nothing will release log any more (the engine failed), for this
+    /// reason: a full log fails the WAL instead of waiting forever.
+    pub no_release: std::sync::OnceLock<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,6 +279,9 @@ impl<Q: Queue> WalWork<Q> {
                 });
                 let lsn = self.next_lsn;
                 self.next_lsn += 1;
+                // Before the watermarks can pass it: the engine learns from
+                // them which appends have an LSN at or below what is written.
+                ticket.give(lsn);
                 self.stats.appends.add(1);
                 let open = builder.payload_len();
                 if open >= STRIPE_UNIT
@@ -456,11 +465,20 @@ impl<Q: Queue> WalWork<Q> {
             let Some((d, p)) = placed else {
                 if any_free && self.log_full_since.is_none() {
                     self.log_full_since = Some(Instant::now());
+                    self.published.log_full.store(true, Ordering::SeqCst);
                     self.stats.log_full.add(1);
+                }
+                if any_free {
+                    if let Some(why) = self.published.no_release.get() {
+                        let why = format!("the log is full and will not be released: {why}");
+                        self.fail(why);
+                    }
                 }
                 return n;
             };
-            self.log_full_since = None;
+            if self.log_full_since.take().is_some() {
+                self.published.log_full.store(false, Ordering::SeqCst);
+            }
             if p.new_segment.is_some() {
                 self.publish_usage();
             }

@@ -25,6 +25,9 @@ const FAILED: u8 = 2;
 pub(crate) struct TicketState {
     state: AtomicU8,
     lsn: AtomicU64,
+    /// The LSN the WAL gave the append (0: none yet), set before it is
+    /// acknowledged.
+    given: AtomicU64,
     waiter: OnceLock<Thread>,
     error: OnceLock<String>,
 }
@@ -32,6 +35,13 @@ pub(crate) struct TicketState {
 impl TicketState {
     pub(crate) fn new() -> Arc<TicketState> {
         Arc::new(TicketState::default())
+    }
+
+    /// Records the LSN the WAL gave the append, before it is acknowledged.
+    /// Whoever reads a written or durable watermark at or above `lsn`
+    /// (published after this, with `SeqCst`) sees it.
+    pub(crate) fn give(&self, lsn: Lsn) {
+        self.given.store(lsn, Ordering::Release);
     }
 
     /// Acknowledges the append with its LSN (0 for a `none` write).
@@ -73,6 +83,16 @@ impl Ticket {
         Ticket { state }
     }
 
+    /// A ticket not acknowledged yet, given `lsn` (none when 0). For tests.
+    #[cfg(test)]
+    pub(crate) fn given(lsn: Lsn) -> Ticket {
+        let state = TicketState::new();
+        if lsn > 0 {
+            state.give(lsn);
+        }
+        Ticket { state }
+    }
+
     /// The outcome, if there is one yet: the LSN the write was logged at
     /// (0 for a `none` write), or why it failed.
     pub fn poll(&self) -> Option<Result<Lsn, WalError>> {
@@ -82,6 +102,19 @@ impl Ticket {
             _ => Some(Err(WalError::Failed(
                 self.state.error.get().cloned().unwrap_or_default(),
             ))),
+        }
+    }
+
+    /// The LSN the WAL gave the append, known before it is acknowledged
+    /// (0 for a `none` write); `None` while the append waits in the WAL's
+    /// ring or its buffers for an LSN, or when it failed before getting one.
+    pub fn lsn(&self) -> Option<Lsn> {
+        match self.state.state.load(Ordering::SeqCst) {
+            DONE => Some(self.state.lsn.load(Ordering::Relaxed)),
+            _ => match self.state.given.load(Ordering::Acquire) {
+                0 => None,
+                lsn => Some(lsn),
+            },
         }
     }
 
@@ -123,6 +156,19 @@ mod tests {
             assert_eq!(ticket.wait().unwrap(), 42);
             t.join().unwrap();
         }
+    }
+
+    #[test]
+    fn the_lsn_is_known_once_given_before_the_acknowledgement() {
+        let state = TicketState::new();
+        let ticket = Ticket::new(state.clone());
+        assert_eq!(ticket.lsn(), None);
+        state.give(17);
+        assert_eq!(ticket.lsn(), Some(17));
+        assert!(!ticket.is_done());
+        state.complete(17);
+        assert_eq!(ticket.lsn(), Some(17));
+        assert_eq!(Ticket::done(0).lsn(), Some(0));
     }
 
     #[test]

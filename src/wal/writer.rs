@@ -279,6 +279,14 @@ impl Wal {
         self.published.released.fetch_max(lsn, Ordering::SeqCst);
     }
 
+    /// Says that nothing will release log any more, because of `why` (the
+    /// engine failed): from then on, a full log fails every waiting and
+    /// later append instead of holding it forever. Until the log is full,
+    /// appends go on as before, and [`Wal::close`] makes them durable.
+    pub fn fail_when_full(&self, why: &str) {
+        let _ = self.published.no_release.set(why.to_string());
+    }
+
     /// Every LSN at or below this is durable on the devices.
     pub fn durable_lsn(&self) -> Lsn {
         self.published.sync_lsn.load(Ordering::SeqCst)
@@ -291,6 +299,12 @@ impl Wal {
             self.published.live_segments.load(Ordering::Relaxed),
             self.published.total_segments.load(Ordering::Relaxed),
         )
+    }
+
+    /// True while the log is full: the next batch has no segment to go to,
+    /// so appends wait until [`Wal::release`] frees one.
+    pub fn is_full(&self) -> bool {
+        self.published.log_full.load(Ordering::SeqCst)
     }
 
     /// Every LSN at or below this is written (survives a process crash).

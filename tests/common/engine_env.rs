@@ -101,6 +101,7 @@ pub fn options() -> EngineOptions {
         flush_size: 64 << 10,
         global_limit: 1 << 20,
         low_water: 0.5,
+        log_freeze_at: 0.5,
         max_key: 1024,
         max_value: 64 << 10,
         durability: Durability::Sync,

@@ -551,3 +551,94 @@ fn a_full_data_device_fails_writes_with_a_clear_error_and_keeps_acknowledged_dat
     }
     e.abandon();
 }
+
+#[test]
+fn a_log_that_fills_before_its_memstores_are_frozen_does_not_hang() {
+    // The memstores are frozen for the log only once it is full, and no
+    // memstore limit is ever reached: every memstore then holds writes
+    // admitted to it that wait in the WAL's ring or buffers for log space
+    // which only the flushes of those memstores can free. A flush must not
+    // wait for them.
+    let devs = Devices::new(1, 1, 128, &model(16));
+    let mut opts = options();
+    opts.flush_size = 256 << 20;
+    opts.global_limit = 512 << 20;
+    opts.log_freeze_at = 1.0;
+    let (e, _) = open(&devs, &opts);
+    let e = Arc::new(e);
+    // Three writers, 48 MiB together: three times the 16 MiB log. One puts
+    // one record at a time; one puts batches spread over the regions; one
+    // submits batches and waits for them only 16 batches later.
+    const EACH: u64 = 2000;
+    let val = |t: u64, i: u64| value(t * EACH + i, t, 8000);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut writers = Vec::new();
+    for t in 0..3u64 {
+        let (e, tx) = (e.clone(), tx.clone());
+        writers.push(std::thread::spawn(move || {
+            let keys: Vec<Vec<u8>> = (0..EACH).map(|i| key(t * EACH + i)).collect();
+            let vals: Vec<Vec<u8>> = (0..EACH).map(|i| val(t, i)).collect();
+            let mut held = std::collections::VecDeque::new();
+            for c in (0..EACH as usize).step_by(8) {
+                let writes: Vec<(&[u8], Option<&[u8]>)> = (c..c + 8)
+                    .map(|i| (keys[i].as_slice(), Some(vals[i].as_slice())))
+                    .collect();
+                let done = match t {
+                    0 => writes
+                        .iter()
+                        .try_for_each(|(k, v)| e.put(k, v.unwrap(), Some(Durability::Write))),
+                    1 => e.write_batch(&writes, Some(Durability::Sync)),
+                    _ => e
+                        .submit(&writes, Some(Durability::Write))
+                        .map(|p| held.push_back(p))
+                        .and_then(|()| match held.len() > 16 {
+                            true => held.pop_front().unwrap().wait(),
+                            false => Ok(()),
+                        }),
+                };
+                if let Err(err) = done {
+                    panic!("writer {t}: {err}: {:?}", e.stats());
+                }
+            }
+            for p in held {
+                p.wait().unwrap();
+            }
+            tx.send(t).unwrap();
+        }));
+    }
+    for _ in 0..3 {
+        if rx.recv_timeout(std::time::Duration::from_secs(60)).is_err() {
+            panic!(
+                "writers still wait for log space after 60 s: {:?}",
+                e.stats()
+            );
+        }
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    let s = e.stats();
+    assert!(s.wal.log_full > 0 && s.wal.segments_reclaimed > 0, "{s:?}");
+    assert!(
+        s.partial_flushes > 0,
+        "no flush passed the writes waiting for log space: {s:?}"
+    );
+    for t in 0..3 {
+        for i in 0..EACH {
+            assert_eq!(e.get(&key(t * EACH + i)).unwrap(), Some(val(t, i)));
+        }
+    }
+    Arc::into_inner(e).unwrap().close().unwrap();
+    let (e, report) = open(&devs, &opts);
+    for t in 0..3 {
+        for i in 0..EACH {
+            let got = e.get(&key(t * EACH + i)).unwrap();
+            assert_eq!(
+                got,
+                Some(val(t, i)),
+                "writer {t} key {i} after a restart ({report})"
+            );
+        }
+    }
+    e.close().unwrap();
+}

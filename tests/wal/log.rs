@@ -187,6 +187,7 @@ fn a_full_log_holds_writers_back_until_release() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(!writer.is_finished(), "the writer stalls on a full log");
     assert!(wal.stats().log_full >= 1);
+    assert!(wal.is_full(), "the full log is published");
     // Release as the memstores would, until the writer is through.
     while !writer.is_finished() {
         wal.release(wal.durable_lsn());
