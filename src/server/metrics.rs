@@ -1521,6 +1521,7 @@ pub(super) mod testing {
                 device_block: 4096,
             },
             compact_at: 4,
+            log_freeze_at: 0.5,
             manifest_bytes: 256 << 10,
             extent_unit: 4096,
             flush_chunk: 64 << 10,
