@@ -146,9 +146,15 @@ pub fn serve(shared: &Arc<Shared>, client: &Arc<Client>, stream: TcpStream) {
     if let Err(e) = conn.run(stream) {
         tracing::debug!("client {} ({}): {e}", client.id, client.addr);
     }
-    // Writes still in flight are waited for: their stripes must be let go,
-    // and the engine's acknowledgement still comes for them.
-    conn.settle();
+}
+
+impl Drop for Conn<'_> {
+    /// Writes still in flight are waited for, also when a command panicked:
+    /// their stripes must be let go, and the engine's acknowledgement still
+    /// comes for them.
+    fn drop(&mut self) {
+        self.settle();
+    }
 }
 
 impl<'a> Conn<'a> {

@@ -145,8 +145,10 @@ impl<'a> Conn<'a> {
             "hget" | "hmget" | "hdel" | "hexists" => args[2..].iter().map(Vec::as_slice).collect(),
             _ => vec![],
         };
-        if let Err(r) = self.check_fields(&args[1], &fields) {
-            return Outcome::Reply(r);
+        if !fields.is_empty() {
+            if let Err(r) = self.check_fields(&args[1], &fields) {
+                return Outcome::Reply(r);
+            }
         }
         let r = match name {
             "get" => self.get(&args[1]),

@@ -337,6 +337,30 @@ fn wakeup(addr: SocketAddr) -> SocketAddr {
     a
 }
 
+/// Takes a connection out of the registry when its thread ends, also by a
+/// panic (a bug in a command): the socket is closed, the client is told by
+/// the connection ending, and the server goes on.
+struct Gone<'a> {
+    shared: &'a Shared,
+    client: &'a Client,
+}
+
+impl Drop for Gone<'_> {
+    fn drop(&mut self) {
+        let _ = self.client.stream.shutdown(Shutdown::Both);
+        let mut clients = self
+            .shared
+            .clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        clients.remove(&self.client.id);
+        self.shared.metrics.connection_closed();
+        if clients.is_empty() {
+            self.shared.drained.notify_all();
+        }
+    }
+}
+
 fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
     for stream in listener.incoming() {
         if shared.stopping() {
@@ -386,13 +410,11 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             .name(format!("stria-conn-{id}"))
             .stack_size(256 << 10)
             .spawn(move || {
+                let _gone = Gone {
+                    shared: &s,
+                    client: &client,
+                };
                 conn::serve(&s, &client, stream);
-                let mut clients = s.clients.lock().expect("clients lock");
-                clients.remove(&client.id);
-                s.metrics.connection_closed();
-                if clients.is_empty() {
-                    s.drained.notify_all();
-                }
             });
         if let Err(e) = spawned {
             tracing::warn!("cannot start a connection thread: {e}");

@@ -248,7 +248,8 @@ fn values_and_keys_over_the_memstore_limits_are_refused_with_nothing_stored() {
     let long_field = vec![b'f'; 1100];
     let r = request_line(&mut c, &resp(&[b"HSET", b"h", &long_field, b"x"]));
     assert!(
-        r.starts_with("-ERR a key of ") && r.contains("memstore.max-key"),
+        r.starts_with("-ERR a field of 1100 bytes in a hash key of 1 bytes")
+            && r.contains("memstore.max-key"),
         "{r}"
     );
     // At the limits is fine.
