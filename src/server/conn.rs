@@ -160,6 +160,7 @@ impl Drop for Conn<'_> {
 impl<'a> Conn<'a> {
     fn run(&mut self, mut stream: TcpStream) -> std::io::Result<()> {
         let mut parser = Parser::new(self.shared.opts.limits);
+        parser.set_authenticated(self.authed);
         let mut input = Input::new(&self.shared.buffered);
         let limit = self.shared.opts.buffer_budget();
         loop {
@@ -180,7 +181,9 @@ impl<'a> Conn<'a> {
                     Parsed::Skip(n) => off += n,
                     Parsed::Request(args, n) => {
                         off += n;
-                        match self.request(args) {
+                        let outcome = self.request(args);
+                        parser.set_authenticated(self.authed);
+                        match outcome {
                             Outcome::Reply(r) => self.push(r),
                             Outcome::Write { pending, mark, ok } => {
                                 self.slots.push_back(Slot::Write {

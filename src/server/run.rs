@@ -62,10 +62,10 @@ pub fn serve(cfg: &Config, listen: Option<SocketAddr>) -> Result<(), String> {
     let handle = signals.handle();
     let watcher = std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
-            println!(
-                "{}: stopping",
-                if sig == SIGTERM { "SIGTERM" } else { "SIGINT" }
-            );
+            // Best effort: a closed stdout (the parent gone) must not
+            // panic this thread before it stops the server.
+            let name = if sig == SIGTERM { "SIGTERM" } else { "SIGINT" };
+            let _ = writeln!(std::io::stdout(), "{name}: stopping");
             shared.request_stop();
         }
     });
@@ -74,7 +74,8 @@ pub fn serve(cfg: &Config, listen: Option<SocketAddr>) -> Result<(), String> {
     let _ = watcher.join();
     let t = Instant::now();
     let stats = server.stop()?;
-    println!(
+    let _ = writeln!(
+        std::io::stdout(),
         "stopped cleanly in {:.2?}: the log is durable and the memstores are flushed ({} writes, {} flushes, {} block-file bytes written)",
         t.elapsed(),
         stats.writes,

@@ -302,6 +302,23 @@ fn a_password_is_required_before_anything_else() {
     assert!(request_line(&mut c, b"HELLO 3 AUTH default s3cret\r\n").starts_with("%7\r\n"));
     let mut c = s.raw();
     assert_eq!(request_line(&mut c, b"AUTH default s3cret\r\n"), "+OK\r\n");
+    // Before AUTH, a large request is refused and closes the connection,
+    // so a stranger cannot make the server hold `max-query` bytes.
+    let mut c = s.raw();
+    let eleven: Vec<&[u8]> = vec![b"MGET"; 11];
+    let (r, closed) = send_and_read_to_close(&mut c, &resp(&eleven));
+    assert!(
+        r.starts_with("-ERR Protocol error: unauthenticated multibulk length"),
+        "{r}"
+    );
+    assert!(closed);
+    let mut c = s.raw();
+    let (r, closed) = send_and_read_to_close(&mut c, b"*2\r\n$3\r\nGET\r\n$20000\r\n");
+    assert!(
+        r.starts_with("-ERR Protocol error: unauthenticated bulk length"),
+        "{r}"
+    );
+    assert!(closed);
     // The client library with the password in its URL.
     let mut con = s.client();
     let v: String = redis::cmd("GET").arg("a").query(&mut con).unwrap();
