@@ -137,6 +137,21 @@ impl<'a> Conn<'a> {
                 return Outcome::Reply(r);
             }
         }
+        // Values are checked before anything is read or written: a command
+        // whose writes take several batches must not apply some of them.
+        let values: Vec<&[u8]> = match name {
+            "set" => vec![args[2].as_slice()],
+            "mset" => args[2..].iter().step_by(2).map(Vec::as_slice).collect(),
+            "hset" | "hmset" => args[3..].iter().step_by(2).map(Vec::as_slice).collect(),
+            _ => vec![],
+        };
+        let max = self.shared.opts.max_value;
+        if let Some(v) = values.iter().find(|v| v.len() > max) {
+            return Outcome::Reply(Reply::err(format!(
+                "a value of {} bytes is over the limit of {max} bytes (memstore.max-value)",
+                v.len()
+            )));
+        }
         if name == "set" {
             return self.set(args);
         }
@@ -425,7 +440,7 @@ impl<'a> Conn<'a> {
             Some(0) => vec![0],
             Some(c) if c > 0 => self
                 .shared
-                .take_cursor(c as u64)
+                .cursor(c as u64)
                 .ok_or_else(|| Reply::err("invalid cursor (expired or unknown)"))?,
             _ => return Err(Reply::err("invalid cursor")),
         };

@@ -56,6 +56,8 @@ pub struct ServerOptions {
     pub durability: Durability,
     /// The longest engine key (`memstore.max-key`).
     pub max_key: usize,
+    /// The longest value (`memstore.max-value`).
+    pub max_value: usize,
     pub metrics: Option<SocketAddr>,
     /// The map's file name, for INFO.
     pub config_file: String,
@@ -80,6 +82,7 @@ impl ServerOptions {
             },
             durability: cfg.wal.durability,
             max_key: cfg.memstore.max_key as usize,
+            max_value: cfg.memstore.max_value as usize,
             metrics: s.metrics,
             config_file: cfg.source.clone(),
         }
@@ -172,10 +175,14 @@ impl Shared {
         id
     }
 
-    fn take_cursor(&self, id: u64) -> Option<Vec<u8>> {
-        let mut c = self.cursors.lock().expect("cursor lock");
-        let at = c.open.iter().position(|(i, _)| *i == id)?;
-        c.open.remove(at).map(|(_, k)| k)
+    /// Where cursor `id` goes on from. A cursor may be used again, as in
+    /// Redis; the oldest are forgotten once [`MAX_CURSORS`] are open.
+    fn cursor(&self, id: u64) -> Option<Vec<u8>> {
+        let c = self.cursors.lock().expect("cursor lock");
+        c.open
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, k)| k.clone())
     }
 }
 
@@ -289,8 +296,17 @@ impl Server {
         }
         for c in clients.values() {
             // A client that does not read its replies holds its thread in
-            // write: cut it off.
+            // write: cut it off, and give its thread time to notice, so no
+            // write of it lands after the log is made durable below.
             let _ = c.stream.shutdown(Shutdown::Both);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !clients.is_empty() && Instant::now() < deadline {
+            clients = shared
+                .drained
+                .wait_timeout(clients, Duration::from_millis(100))
+                .expect("clients lock")
+                .0;
         }
         drop(clients);
         if let Some((_, handle, stop)) = metrics.take() {

@@ -266,6 +266,55 @@ fn values_and_keys_over_the_memstore_limits_are_refused_with_nothing_stored() {
     assert_eq!(request_line(&mut c, &resp(&[b"DBSIZE"])), ":1\r\n");
 }
 
+/// Commands over a wide hash take several engine batches: a value over the
+/// limit must be refused before the first, not after some are applied.
+#[test]
+fn a_refused_value_leaves_a_wide_hash_whole() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.raw();
+    let big = vec![b'v'; (64 << 10) + 1];
+    let names: Vec<Vec<u8>> = (0..2000).map(|i| format!("f{i}").into_bytes()).collect();
+    let mut hset: Vec<&[u8]> = vec![b"HSET", b"wide"];
+    for n in &names {
+        hset.push(n);
+        hset.push(b"x");
+    }
+    assert_eq!(request_line(&mut c, &resp(&hset)), ":2000\r\n");
+    let refused =
+        "-ERR a value of 65537 bytes is over the limit of 65536 bytes (memstore.max-value)\r\n";
+    // SET over the hash would delete its fields, then write the string.
+    assert_eq!(
+        request_line(&mut c, &resp(&[b"SET", b"wide", &big])),
+        refused
+    );
+    assert_eq!(
+        request_line(&mut c, &resp(&[b"SET", b"wide", &big, b"XX"])),
+        refused
+    );
+    // A new hash of many fields, one too large.
+    let mut more: Vec<&[u8]> = vec![b"HSET", b"other"];
+    for n in &names[..1500] {
+        more.push(n);
+        more.push(b"x");
+    }
+    more.push(b"last");
+    more.push(&big);
+    assert_eq!(request_line(&mut c, &resp(&more)), refused);
+    assert_eq!(
+        request_line(&mut c, &resp(&[b"HLEN", b"wide"])),
+        ":2000\r\n"
+    );
+    assert_eq!(
+        request_line(&mut c, &resp(&[b"TYPE", b"wide"])),
+        "+hash\r\n"
+    );
+    assert_eq!(
+        request_line(&mut c, &resp(&[b"EXISTS", b"other"])),
+        ":0\r\n"
+    );
+}
+
 #[test]
 fn a_password_is_required_before_anything_else() {
     let dir = tempdir();

@@ -408,6 +408,13 @@ fn scan_returns_every_key_exactly_once() {
     assert!(e(&mut c, &["SCAN", "0", "COUNT", "0"]).contains("syntax error"));
     assert!(e(&mut c, &["SCAN", "0", "MATCH"]).contains("syntax error"));
     assert!(e(&mut c, &["SCAN", "123456789"]).contains("invalid cursor"));
+    // A cursor may be used again, and gives the same keys.
+    let (next, first): (String, Vec<Vec<u8>>) = q(&mut c, &["SCAN", "0", "COUNT", "5"]);
+    assert_ne!(next, "0");
+    let again: (String, Vec<Vec<u8>>) = q(&mut c, &["SCAN", &next, "COUNT", "5"]);
+    let twice: (String, Vec<Vec<u8>>) = q(&mut c, &["SCAN", &next, "COUNT", "5"]);
+    assert_eq!(again.1, twice.1);
+    assert!(again.1.iter().all(|k| !first.contains(k)));
     assert_eq!(q::<String>(&mut c, &["TYPE", "hash:3"]), "hash");
     assert_eq!(q::<String>(&mut c, &["TYPE", "key:3"]), "string");
 }
