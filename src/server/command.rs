@@ -308,13 +308,14 @@ pub static COMMANDS: &[Spec] = &[
 ];
 
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    if name.len() > 32 {
-        return None;
-    }
-    let lower = name.to_ascii_lowercase();
+    position(name).map(|i| &COMMANDS[i])
+}
+
+/// Where command `name` (any case) is in [`COMMANDS`].
+pub fn position(name: &[u8]) -> Option<usize> {
     COMMANDS
         .iter()
-        .find(|c| c.name.as_bytes() == lower.as_slice())
+        .position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
 pub fn wrong_type() -> Reply {
@@ -361,7 +362,7 @@ fn durability_name(d: Durability) -> &'static str {
 impl<'a> Conn<'a> {
     /// Runs one request: its command's name (for the metrics) and outcome.
     pub fn dispatch(&mut self, args: Vec<Vec<u8>>) -> (&'static str, Outcome<'a>) {
-        let Some(spec) = lookup(&args[0]) else {
+        let Some(at) = position(&args[0]) else {
             let mut msg = format!(
                 "unknown command '{}', with args beginning with: ",
                 show(&args[0])
@@ -371,7 +372,8 @@ impl<'a> Conn<'a> {
             }
             return ("unknown", Outcome::Reply(Reply::err(msg)));
         };
-        *self.client.last_command.lock().expect("client lock") = spec.name.to_string();
+        let spec = &COMMANDS[at];
+        self.client.last_command.store(at, Ordering::Relaxed);
         let n = args.len() as i32;
         if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
             return (

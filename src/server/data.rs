@@ -15,6 +15,45 @@ const CHUNK: usize = 1024;
 /// A command's early exit: the reply to send.
 type Res<T> = Result<T, Reply>;
 
+/// Where some of a command's arguments are: from index, to (exclusive;
+/// `None`: the last), every `step`-th.
+#[derive(Clone, Copy)]
+struct Span(usize, Option<usize>, usize);
+
+const NONE: Span = Span(0, Some(0), 1);
+
+impl Span {
+    fn of(self, args: &[Vec<u8>]) -> impl Iterator<Item = &[u8]> {
+        let end = self.1.unwrap_or(args.len()).min(args.len());
+        args[self.0.min(end)..end]
+            .iter()
+            .step_by(self.2)
+            .map(Vec::as_slice)
+    }
+}
+
+/// The keys, values and hash fields among a data command's arguments.
+fn spans(name: &str) -> (Span, Span, Span) {
+    let keys = match name {
+        "scan" | "dbsize" => NONE,
+        "mset" => Span(1, None, 2),
+        "del" | "exists" | "mget" => Span(1, None, 1),
+        _ => Span(1, Some(2), 1),
+    };
+    let values = match name {
+        "set" => Span(2, Some(3), 1),
+        "mset" => Span(2, None, 2),
+        "hset" | "hmset" => Span(3, None, 2),
+        _ => NONE,
+    };
+    let fields = match name {
+        "hset" | "hmset" => Span(2, None, 2),
+        "hget" | "hmget" | "hdel" | "hexists" => Span(2, None, 1),
+        _ => NONE,
+    };
+    (keys, values, fields)
+}
+
 /// Engine writes: a key, and its value or `None` for a delete.
 type Writes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
@@ -33,7 +72,7 @@ impl<'a> Conn<'a> {
     /// Refuses a key whose engine key would pass `memstore.max-key`.
     fn check_key(&self, key: &[u8]) -> Res<()> {
         let max = self.shared.opts.max_key.saturating_sub(3);
-        if key.len() + key.iter().filter(|&&b| b == 0).count() > max {
+        if keys::escaped_len(key) > max {
             return Err(Reply::err(format!(
                 "key of {} bytes is over the limit of {max} bytes (memstore.max-key less 3 bytes of type tag)",
                 key.len()
@@ -47,9 +86,9 @@ impl<'a> Conn<'a> {
 
     /// Refuses a hash field whose engine key (key, type tag and field)
     /// would pass `memstore.max-key`.
-    fn check_fields(&self, key: &[u8], fields: &[&[u8]]) -> Res<()> {
+    fn check_fields<'f>(&self, key: &[u8], fields: impl Iterator<Item = &'f [u8]>) -> Res<()> {
         let max = self.shared.opts.max_key.saturating_sub(3);
-        let k = key.len() + key.iter().filter(|&&b| b == 0).count();
+        let k = keys::escaped_len(key);
         for f in fields {
             if k + f.len() > max {
                 return Err(Reply::err(format!(
@@ -126,44 +165,28 @@ impl<'a> Conn<'a> {
     }
 
     pub fn data(&mut self, name: &'static str, args: Vec<Vec<u8>>) -> Outcome<'a> {
-        let keys: Vec<&[u8]> = match name {
-            "scan" | "dbsize" => vec![],
-            "mset" => args[1..].iter().step_by(2).map(Vec::as_slice).collect(),
-            "del" | "exists" | "mget" => args[1..].iter().map(Vec::as_slice).collect(),
-            _ => vec![args[1].as_slice()],
-        };
-        for k in &keys {
+        // Checked before anything is read or written: a command whose
+        // writes take several batches must not apply some of them.
+        let (keys, values, fields) = spans(name);
+        for k in keys.of(&args) {
             if let Err(r) = self.check_key(k) {
                 return Outcome::Reply(r);
             }
         }
-        // Values are checked before anything is read or written: a command
-        // whose writes take several batches must not apply some of them.
-        let values: Vec<&[u8]> = match name {
-            "set" => vec![args[2].as_slice()],
-            "mset" => args[2..].iter().step_by(2).map(Vec::as_slice).collect(),
-            "hset" | "hmset" => args[3..].iter().step_by(2).map(Vec::as_slice).collect(),
-            _ => vec![],
-        };
         let max = self.shared.opts.max_value;
-        if let Some(v) = values.iter().find(|v| v.len() > max) {
+        if let Some(v) = values.of(&args).find(|v| v.len() > max) {
             return Outcome::Reply(Reply::err(format!(
                 "a value of {} bytes is over the limit of {max} bytes (memstore.max-value)",
                 v.len()
             )));
         }
-        if name == "set" {
-            return self.set(args);
-        }
-        let fields: Vec<&[u8]> = match name {
-            "hset" | "hmset" => args[2..].iter().step_by(2).map(Vec::as_slice).collect(),
-            "hget" | "hmget" | "hdel" | "hexists" => args[2..].iter().map(Vec::as_slice).collect(),
-            _ => vec![],
-        };
-        if !fields.is_empty() {
-            if let Err(r) = self.check_fields(&args[1], &fields) {
+        if let Some(key) = args.get(1) {
+            if let Err(r) = self.check_fields(key, fields.of(&args)) {
                 return Outcome::Reply(r);
             }
+        }
+        if name == "set" {
+            return self.set(args);
         }
         let r = match name {
             "get" => self.get(&args[1]),

@@ -28,9 +28,13 @@ const STRING: u8 = b's';
 const MARKER: u8 = b'h';
 const FIELD: u8 = b'i';
 
+/// The length of `esc(key)`, without the `00 01` that ends it.
+pub fn escaped_len(key: &[u8]) -> usize {
+    key.len() + key.iter().filter(|&&b| b == 0).count()
+}
+
 fn escaped(key: &[u8], extra: usize) -> Vec<u8> {
-    let zeros = key.iter().filter(|&&b| b == 0).count();
-    let mut out = Vec::with_capacity(key.len() + zeros + 3 + extra);
+    let mut out = Vec::with_capacity(escaped_len(key) + 3 + extra);
     for &b in key {
         out.push(b);
         if b == 0 {

@@ -98,7 +98,8 @@ pub struct Client {
     /// Milliseconds since `since` of the last command.
     last_active: AtomicU64,
     pub name: Mutex<Vec<u8>>,
-    pub last_command: Mutex<String>,
+    /// Index in the command table of the last command; `usize::MAX`: none.
+    pub last_command: AtomicUsize,
     pub proto: AtomicU8,
     stream: TcpStream,
 }
@@ -414,7 +415,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             since: Instant::now(),
             last_active: AtomicU64::new(0),
             name: Mutex::new(Vec::new()),
-            last_command: Mutex::new("NULL".into()),
+            last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
             stream: clone,
         });
@@ -451,7 +452,9 @@ pub fn client_line(c: &Client) -> String {
         name,
         c.since.elapsed().as_secs(),
         conn::Conn::idle_of(c),
-        c.last_command.lock().expect("client lock"),
+        command::COMMANDS
+            .get(c.last_command.load(Ordering::Relaxed))
+            .map_or("NULL", |s| s.name),
         c.proto.load(Ordering::Relaxed)
     )
 }
