@@ -312,3 +312,56 @@ impl<'a> Conn<'a> {
         (c.since.elapsed().as_millis() as u64).saturating_sub(active) / 1000
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_buffers_stay_within_their_budget_and_give_it_back() {
+        let budget = AtomicUsize::new(0);
+        let limit = 3 * READ_CHUNK;
+        let mut a = Input::new(&budget);
+        let mut b = Input::new(&budget);
+        // A request that keeps arriving: the buffer grows, charged to the budget.
+        let mut grown = 0;
+        let refused = loop {
+            match a.space(limit) {
+                Ok(space) => {
+                    let n = space.len();
+                    a.filled(n);
+                    grown += n;
+                }
+                Err(e) => break e,
+            }
+            assert!(grown < 64 * READ_CHUNK, "never refused");
+        };
+        assert!(refused.0.contains("request buffers are full"), "{refused}");
+        let charged = budget.load(Ordering::Relaxed);
+        assert!(charged <= limit, "{charged} over {limit}");
+        assert_eq!(charged, a.buf.len() - READ_CHUNK);
+        // Another connection cannot grow past what is left either.
+        b.filled(READ_CHUNK);
+        assert!(b.space(limit).is_err());
+        // What was read is intact; a buffer of up to four chunks is kept
+        // (and stays charged) once its request is done, a larger one given
+        // back, and a closed connection gives back all.
+        assert_eq!(a.bytes().len(), grown);
+        a.consume(grown);
+        assert_eq!(budget.load(Ordering::Relaxed), a.buf.len() - READ_CHUNK);
+        assert!(a.buf.len() <= 4 * READ_CHUNK);
+        drop(a);
+        drop(b);
+        assert_eq!(budget.load(Ordering::Relaxed), 0);
+        // A buffer grown past four chunks goes back as soon as it is done.
+        let mut c = Input::new(&budget);
+        while c.buf.len() <= 4 * READ_CHUNK {
+            let n = c.space(16 * READ_CHUNK).unwrap().len();
+            c.filled(n);
+        }
+        assert!(budget.load(Ordering::Relaxed) > 0);
+        let n = c.bytes().len();
+        c.consume(n);
+        assert_eq!(budget.load(Ordering::Relaxed), 0);
+    }
+}
