@@ -382,6 +382,8 @@ pub struct ServerConfig {
     pub password: Option<String>,
     /// Connections beyond this are refused with an error.
     pub max_clients: usize,
+    /// Event-loop threads serving the connections (default 2).
+    pub io_threads: usize,
     /// The largest bulk string a request may carry.
     pub max_bulk: u64,
     /// The most a connection may have buffered of requests not yet complete.

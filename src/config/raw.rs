@@ -116,6 +116,7 @@ pub struct RawServer {
     pub listen: Option<Leaf>,
     pub password: Option<Leaf>,
     pub max_clients: Option<Leaf>,
+    pub io_threads: Option<Leaf>,
     pub max_bulk: Option<Leaf>,
     pub max_query: Option<Leaf>,
     pub metrics: Option<Leaf>,

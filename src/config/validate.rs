@@ -243,6 +243,16 @@ fn server(c: &Checker, raw: &RawConfig, memstore: &MemstoreConfig) -> Result<Ser
             )),
         }
     })?;
+    let io_threads = c.or(&s.io_threads, 2, |l| {
+        match l.value.trim().parse::<usize>() {
+            Ok(n) if (1..=64).contains(&n) => Ok(n),
+            _ => Err(c.at(
+                l,
+                "server.io-threads",
+                format!("{:?} is not a number from 1 to 64", l.value),
+            )),
+        }
+    })?;
     // A value at the memstore's limit must fit in a bulk string.
     let need = memstore.max_value.max(memstore.max_key);
     let max_bulk = c.or(&s.max_bulk, need.max(16 << 20), |l| {
@@ -268,6 +278,7 @@ fn server(c: &Checker, raw: &RawConfig, memstore: &MemstoreConfig) -> Result<Ser
         listen,
         password,
         max_clients,
+        io_threads,
         max_bulk,
         max_query,
         metrics,
