@@ -229,6 +229,16 @@ impl<D: Device<Queue: Send> + Clone> Pending<'_, D> {
     pub fn is_done(&self) -> bool {
         self.flight.is_acknowledged()
     }
+
+    /// Has `n` told once the batch is acknowledged (or failed), so a
+    /// thread serving many clients need not block on it. When that has
+    /// already happened `n` may not be told: check [`Pending::is_done`]
+    /// after this.
+    pub fn notify(&self, n: Arc<dyn crate::wal::Notify>) {
+        if let Some(t) = &self.flight.last {
+            t.notify(n);
+        }
+    }
 }
 
 impl<D: Device<Queue: Send> + Clone> Drop for Pending<'_, D> {

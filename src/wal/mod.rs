@@ -16,7 +16,7 @@ mod ticket;
 mod writer;
 
 pub use error::WalError;
-pub use ticket::Ticket;
+pub use ticket::{Notify, Ticket};
 pub use writer::{Wal, WalOptions};
 
 /// A log sequence number. The first LSN of a fresh log is 1; 0 means "none".

@@ -5,9 +5,10 @@
 //! it ([`Ticket::poll`]) while it keeps other appends in flight.
 //!
 //! Waking without a lost wake-up: the waiter publishes its thread handle
-//! before it checks the state, and the reactor publishes the state before
-//! it looks for a waiter (both sequentially consistent), so at least one of
-//! them sees the other; `park` tolerates spurious returns.
+//! (or a [`Notify`]) before it checks the state, and the reactor publishes
+//! the state before it looks for a waiter (both sequentially consistent),
+//! so at least one of them sees the other; `park` tolerates spurious
+//! returns.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -15,6 +16,13 @@ use std::thread::{self, Thread};
 use std::time::Duration;
 
 use super::{Lsn, WalError};
+
+/// Told when a ticket is acknowledged or failed, by the thread that does
+/// it: an event loop that does not block on its tickets wakes through one.
+/// It must be quick and must not block.
+pub trait Notify: Send + Sync + std::fmt::Debug {
+    fn notify(&self);
+}
 
 const PENDING: u8 = 0;
 const DONE: u8 = 1;
@@ -29,6 +37,7 @@ pub(crate) struct TicketState {
     /// acknowledged.
     given: AtomicU64,
     waiter: OnceLock<Thread>,
+    notify: OnceLock<Arc<dyn Notify>>,
     error: OnceLock<String>,
 }
 
@@ -61,6 +70,9 @@ impl TicketState {
     fn wake(&self) {
         if let Some(t) = self.waiter.get() {
             t.unpark();
+        }
+        if let Some(n) = self.notify.get() {
+            n.notify();
         }
     }
 }
@@ -137,6 +149,13 @@ impl Ticket {
         }
     }
 
+    /// Has `n` told once the append is acknowledged or failed (only the
+    /// first call on a ticket counts). When that has already happened, `n`
+    /// may not be told: check [`Ticket::is_done`] after this.
+    pub fn notify(&self, n: Arc<dyn Notify>) {
+        let _ = self.state.notify.set(n);
+    }
+
     /// True once acknowledged or failed.
     pub fn is_done(&self) -> bool {
         self.state.state.load(Ordering::SeqCst) != PENDING
@@ -169,6 +188,33 @@ mod tests {
         state.complete(17);
         assert_eq!(ticket.lsn(), Some(17));
         assert_eq!(Ticket::done(0).lsn(), Some(0));
+    }
+
+    #[test]
+    fn a_notify_is_told_of_the_acknowledgement_from_another_thread() {
+        use std::sync::atomic::AtomicUsize;
+        #[derive(Debug)]
+        struct Count(AtomicUsize);
+        impl Notify for Count {
+            fn notify(&self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        for i in 0..500 {
+            let state = TicketState::new();
+            let ticket = Ticket::new(state.clone());
+            ticket.notify(count.clone());
+            assert_eq!(count.0.load(Ordering::SeqCst), i);
+            let t = thread::spawn(move || state.complete(1));
+            t.join().unwrap();
+            assert_eq!(count.0.load(Ordering::SeqCst), i + 1);
+        }
+        let state = TicketState::new();
+        let ticket = Ticket::new(state.clone());
+        ticket.notify(count.clone());
+        state.fail("device gone");
+        assert_eq!(count.0.load(Ordering::SeqCst), 501);
     }
 
     #[test]
