@@ -7,11 +7,19 @@
 //! stripes exclusively: it holds back new plain writes, waits until those
 //! in flight are acknowledged (and so visible), then reads and writes.
 //!
-//! A connection that must wait for a stripe first waits for its own writes
-//! in flight ([`Stripes::plain`] says when), so no connection waits for a
-//! stripe while holding back a write another connection waits for.
+//! The event loops never wait for a stripe: a plain write that finds its
+//! stripe held ([`Stripes::try_plain`]) is put off, and the loop is woken
+//! when a hold ends. Read-modify-write commands run on worker threads,
+//! which wait; what they wait for (plain writes being acknowledged, other
+//! holds ending, taken in stripe order) never waits for them, so there is
+//! no cycle. [`Stripes::plain`], which waits, is for a worker only: the
+//! caller first settles its own writes (the `settle` argument), so no
+//! thread waits for a stripe while holding back a write another waits for.
 
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use crate::wal::Notify;
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -33,6 +41,10 @@ struct Stripe {
 
 pub struct Stripes {
     s: Vec<Stripe>,
+    /// Plain writes put off because their stripe was held.
+    parked: AtomicUsize,
+    /// Told when a hold ends while writes are put off: the event loops.
+    wake: OnceLock<Vec<Arc<dyn Notify>>>,
 }
 
 /// A plain write's mark on its stripe; [`Stripes::done`] takes it off.
@@ -50,6 +62,45 @@ impl Stripes {
     pub fn new() -> Stripes {
         Stripes {
             s: (0..STRIPES).map(|_| Stripe::default()).collect(),
+            parked: AtomicUsize::new(0),
+            wake: OnceLock::new(),
+        }
+    }
+
+    /// Who is told when a hold ends while plain writes are put off.
+    pub fn set_wake(&self, wake: Vec<Arc<dyn Notify>>) {
+        let _ = self.wake.set(wake);
+    }
+
+    /// Runs `submit` with the stripe of `key` marked as having a plain
+    /// write in flight, unless a read-modify-write holds (or waits for)
+    /// the stripe: then `Ok(None)`, and the caller puts the write off
+    /// ([`Stripes::park`]) until it is woken.
+    pub fn try_plain<T, E>(
+        &self,
+        key: &[u8],
+        submit: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Option<(T, PlainMark)>, E> {
+        let i = self.of(key);
+        let mut st = self.s[i].state.lock().expect("stripe lock");
+        if st.exclusive {
+            return Ok(None);
+        }
+        // Submitting under the lock keeps a read-modify-write from reading
+        // between the check above and the mark below.
+        let out = submit()?;
+        st.inflight += 1;
+        Ok(Some((out, PlainMark(i))))
+    }
+
+    /// A plain write is put off (`by` 1) or taken up again (`by` -1). Put
+    /// off first, then try again, so that a hold ending in between is
+    /// seen either by the second try or by the wake.
+    pub fn park(&self, by: isize) {
+        if by > 0 {
+            self.parked.fetch_add(by as usize, Ordering::SeqCst);
+        } else {
+            self.parked.fetch_sub(by.unsigned_abs(), Ordering::SeqCst);
         }
     }
 
@@ -125,6 +176,11 @@ impl Drop for Exclusive<'_> {
             let stripe = &self.stripes.s[i];
             stripe.state.lock().expect("stripe lock").exclusive = false;
             stripe.cv.notify_all();
+        }
+        if self.stripes.parked.load(Ordering::SeqCst) > 0 {
+            for w in self.stripes.wake.get().into_iter().flatten() {
+                w.notify();
+            }
         }
     }
 }
