@@ -318,6 +318,19 @@ pub fn position(name: &[u8]) -> Option<usize> {
         .position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
+/// Whether command `name` waits for stripes or its own writes, so that
+/// an event loop hands it to a worker: the read-modify-write commands, a
+/// SET with options, and WAITAOF. A plain SET does not: its write is
+/// submitted and its reply waits.
+pub fn waits(name: &str, args: &[Vec<u8>]) -> bool {
+    match name {
+        "set" => args.len() > 3,
+        "getdel" | "mset" | "incr" | "decr" | "incrby" | "decrby" | "del" | "hset" | "hmset"
+        | "hdel" | "waitaof" => true,
+        _ => false,
+    }
+}
+
 pub fn wrong_type() -> Reply {
     Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
 }
@@ -390,10 +403,10 @@ impl<'a> Conn<'a> {
                 Outcome::Reply(Reply::Error("NOAUTH Authentication required.".into())),
             );
         }
-        // Only a plain SET leaves this connection's writes in flight;
-        // everything else sees them first.
-        if spec.name != "set" {
-            self.settle();
+        // A command that waits (for stripes, for its writes) runs on a
+        // worker; the event loop goes on with other connections.
+        if !self.on_worker() && waits(spec.name, &args) {
+            return (spec.name, Outcome::Job(spec.name, args));
         }
         let out = match spec.name {
             "ping" => Outcome::Reply(match args.get(1) {
@@ -535,7 +548,7 @@ impl<'a> Conn<'a> {
                 Reply::Verbatim(text)
             }
             (b"info", 1) => {
-                let mut line = super::client_line(self.client);
+                let mut line = super::client_line(&self.client);
                 line.push('\n');
                 Reply::Verbatim(line)
             }
@@ -597,7 +610,7 @@ impl<'a> Conn<'a> {
         Reply::Map(out)
     }
 
-    fn waitaof(&mut self, args: &[Vec<u8>]) -> Reply {
+    pub(super) fn waitaof(&mut self, args: &[Vec<u8>]) -> Reply {
         let (Some(local), Some(replicas), Some(timeout)) =
             (integer(&args[0]), integer(&args[1]), integer(&args[2]))
         else {
@@ -610,7 +623,8 @@ impl<'a> Conn<'a> {
             return Reply::err("WAITAOF: Stria has no replicas; numreplicas must be 0");
         }
         // Every earlier write of this connection has been acknowledged
-        // (dispatch settled them); a barrier makes them all durable.
+        // (the connection runs nothing else before); a barrier makes them
+        // all durable.
         let wal = self.shared.engine.wal();
         match wal
             .barrier()

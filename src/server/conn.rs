@@ -1,31 +1,35 @@
-//! One connection: read, run every complete request, reply in order.
+//! One connection's state: what it has read, and the replies it owes in
+//! order, some of them waiting for a write's acknowledgement or for a
+//! worker. The event loop ([`super::event`]) drives it and never blocks
+//! on it.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::command::position;
 use super::resp::{Parsed, Parser, ProtocolError, Reply};
 use super::stripes::PlainMark;
 use super::{Client, Shared};
 use crate::config::Durability;
 use crate::device::AnyDevice;
 use crate::engine::Pending;
+use crate::wal::Notify;
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
 /// Replies buffered (or writes in flight) before the connection stops
-/// taking requests off its buffer and sends what it has.
+/// taking requests off its buffer until they are sent.
 const MAX_OUT: usize = 1 << 20;
 const MAX_SLOTS: usize = 1024;
 
 /// What a connection has read and not yet run: `buf[start..end]`. The
 /// buffer is zeroed once, when it grows, not at every read. What buffers
 /// hold beyond their first chunk is charged to the server-wide `budget`.
-struct Input<'a> {
+pub(super) struct Input<'a> {
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -33,7 +37,7 @@ struct Input<'a> {
 }
 
 impl<'a> Input<'a> {
-    fn new(budget: &'a AtomicUsize) -> Input<'a> {
+    pub(super) fn new(budget: &'a AtomicUsize) -> Input<'a> {
         Input {
             buf: vec![0; READ_CHUNK],
             start: 0,
@@ -42,11 +46,11 @@ impl<'a> Input<'a> {
         }
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(super) fn bytes(&self) -> &[u8] {
         &self.buf[self.start..self.end]
     }
 
-    fn consume(&mut self, n: usize) {
+    pub(super) fn consume(&mut self, n: usize) {
         self.start += n;
         if self.start == self.end {
             self.start = 0;
@@ -63,7 +67,7 @@ impl<'a> Input<'a> {
     /// Room to read into: at least `READ_CHUNK / 2` bytes. What is left of
     /// a request moves to the front first; the parser's limits bound how
     /// far one buffer grows, and `limit` how far all of them together do.
-    fn space(&mut self, limit: usize) -> Result<&mut [u8], ProtocolError> {
+    pub(super) fn space(&mut self, limit: usize) -> Result<&mut [u8], ProtocolError> {
         if self.buf.len() - self.end < READ_CHUNK / 2 {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -83,7 +87,7 @@ impl<'a> Input<'a> {
         Ok(&mut self.buf[self.end..])
     }
 
-    fn filled(&mut self, n: usize) {
+    pub(super) fn filled(&mut self, n: usize) {
         self.end += n;
     }
 }
@@ -95,16 +99,17 @@ impl Drop for Input<'_> {
     }
 }
 
-/// A reply in order: ready, or waiting for a write's acknowledgement.
+/// A reply in order: ready, waiting for a write's acknowledgement, or
+/// waiting for a worker.
 enum Slot<'a> {
     Ready(Reply),
     Write {
         pending: Pending<'a, AnyDevice>,
         mark: PlainMark,
         ok: Reply,
-        command: &'static str,
         started: Instant,
     },
+    Job,
 }
 
 /// What running a request asks of the connection.
@@ -116,133 +121,265 @@ pub enum Outcome<'a> {
         mark: PlainMark,
         ok: Reply,
     },
+    /// A command that waits (for stripes, for its writes): a worker runs it.
+    Job(&'static str, Vec<Vec<u8>>),
+    /// A plain write whose stripe is held: tried again once a hold ends.
+    Defer(Vec<Vec<u8>>),
     /// Reply, then close (QUIT).
     Close(Reply),
     /// Close without a reply (SHUTDOWN).
     Stop,
 }
 
+/// How taking requests off the buffer ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// What is left is not a whole request.
+    Incomplete,
+    /// The connection cannot go on for now: it owes enough replies, waits
+    /// for its writes or a worker before its next request, or that request
+    /// waits for a stripe.
+    Busy,
+    /// The connection is to close once its replies are out (QUIT, SHUTDOWN,
+    /// a protocol error).
+    Close,
+}
+
+/// A command the event loop hands to a worker.
+pub struct Job {
+    pub name: &'static str,
+    pub args: Vec<Vec<u8>>,
+    pub client: Arc<Client>,
+    pub proto: u8,
+    pub durability: Durability,
+}
+
 /// A connection's state.
 pub struct Conn<'a> {
     pub shared: &'a Shared,
-    pub client: &'a Client,
+    pub client: Arc<Client>,
     pub proto: u8,
     pub authed: bool,
     pub durability: Durability,
+    /// Run by a worker, which may wait: runs every command itself.
+    on_worker: bool,
+    /// Told when a write of this connection is acknowledged: its loop.
+    notify: Option<Arc<dyn Notify>>,
     slots: VecDeque<Slot<'a>>,
-    out: Vec<u8>,
-}
-
-pub fn serve(shared: &Arc<Shared>, client: &Arc<Client>, stream: TcpStream) {
-    let mut conn = Conn {
-        shared,
-        client,
-        proto: 2,
-        authed: shared.opts.password.is_none(),
-        durability: shared.opts.durability,
-        slots: VecDeque::new(),
-        out: Vec::with_capacity(16 * 1024),
-    };
-    if let Err(e) = conn.run(stream) {
-        tracing::debug!("client {} ({}): {e}", client.id, client.addr);
-    }
-}
-
-impl Drop for Conn<'_> {
-    /// Writes still in flight are waited for, also when a command panicked:
-    /// their stripes must be let go, and the engine's acknowledgement still
-    /// comes for them.
-    fn drop(&mut self) {
-        self.settle();
-    }
+    /// A request taken off the buffer that could not run yet.
+    deferred: Option<Vec<Vec<u8>>>,
+    /// `deferred` waits for a stripe (and is counted as parked).
+    parked: bool,
+    /// A command handed to a worker, for the loop to send.
+    pub job: Option<Job>,
+    /// A worker's reply is to come.
+    job_out: bool,
+    /// Encoded replies not yet sent.
+    pub out: Vec<u8>,
 }
 
 impl<'a> Conn<'a> {
-    fn run(&mut self, mut stream: TcpStream) -> std::io::Result<()> {
-        let mut parser = Parser::new(self.shared.opts.limits);
-        parser.set_authenticated(self.authed);
-        let mut input = Input::new(&self.shared.buffered);
-        let limit = self.shared.opts.buffer_budget();
-        loop {
-            let mut off = 0;
-            let mut close = false;
-            loop {
-                let parsed = match parser.parse(&input.bytes()[off..]) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        self.shared.metrics.protocol_error();
-                        self.push(Reply::err(&e));
-                        close = true;
-                        break;
-                    }
-                };
-                match parsed {
-                    Parsed::Incomplete => break,
-                    Parsed::Skip(n) => off += n,
-                    Parsed::Request(args, n) => {
-                        off += n;
-                        let outcome = self.request(args);
-                        parser.set_authenticated(self.authed);
-                        match outcome {
-                            Outcome::Reply(r) => self.push(r),
-                            Outcome::Write { pending, mark, ok } => {
-                                self.slots.push_back(Slot::Write {
-                                    pending,
-                                    mark,
-                                    ok,
-                                    command: "set",
-                                    started: Instant::now(),
-                                });
-                            }
-                            Outcome::Close(r) => {
-                                self.push(r);
-                                close = true;
-                                break;
-                            }
-                            Outcome::Stop => {
-                                close = true;
-                                break;
-                            }
-                        }
-                        if self.out.len() >= MAX_OUT || self.slots.len() >= MAX_SLOTS {
-                            self.settle();
-                            self.send(&mut stream)?;
-                        }
-                    }
-                }
-            }
-            input.consume(off);
-            self.settle();
-            self.send(&mut stream)?;
-            if close {
-                return Ok(());
-            }
-            let n = loop {
-                let space = match input.space(limit) {
-                    Ok(space) => space,
-                    Err(e) => {
-                        self.shared.metrics.protocol_error();
-                        Reply::err(&e).encode(&mut self.out, self.proto);
-                        self.send(&mut stream)?;
-                        return Ok(());
-                    }
-                };
-                match stream.read(space) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(e),
-                }
-            };
-            if n == 0 {
-                return Ok(());
-            }
-            input.filled(n);
-            self.shared.metrics.bytes_in(n as u64);
+    /// A connection served by an event loop, which `notify` wakes.
+    pub fn new(shared: &'a Shared, client: Arc<Client>, notify: Arc<dyn Notify>) -> Conn<'a> {
+        Conn {
+            shared,
+            client,
+            proto: 2,
+            authed: shared.opts.password.is_none(),
+            durability: shared.opts.durability,
+            on_worker: false,
+            notify: Some(notify),
+            slots: VecDeque::new(),
+            deferred: None,
+            parked: false,
+            job: None,
+            job_out: false,
+            out: Vec::with_capacity(16 * 1024),
         }
     }
 
+    /// Runs `job` on a worker thread, waiting for what it needs: its reply.
+    pub fn run_job(shared: &'a Shared, job: Job) -> Reply {
+        let mut conn = Conn {
+            shared,
+            client: job.client,
+            proto: job.proto,
+            authed: true,
+            durability: job.durability,
+            on_worker: true,
+            notify: None,
+            slots: VecDeque::new(),
+            deferred: None,
+            parked: false,
+            job: None,
+            job_out: false,
+            out: Vec::new(),
+        };
+        let started = Instant::now();
+        let name = job.name;
+        let args = job.args;
+        let run = AssertUnwindSafe(|| match name {
+            "waitaof" => Outcome::Reply(conn.waitaof(&args[1..])),
+            _ => conn.data(name, args),
+        });
+        let r = match catch_unwind(run) {
+            Ok(Outcome::Reply(r) | Outcome::Close(r)) => r,
+            Ok(Outcome::Write { pending, mark, ok }) => {
+                let result = pending.wait();
+                shared.stripes.done(mark);
+                result.map_or_else(Reply::err, |()| ok)
+            }
+            Ok(Outcome::Job(..) | Outcome::Defer(_) | Outcome::Stop) => {
+                Reply::err("internal error: a worker cannot hand the command on")
+            }
+            Err(_) => {
+                tracing::error!(
+                    "client {} ({}): the command panicked",
+                    conn.client.id,
+                    conn.client.addr
+                );
+                Reply::err("internal error running the command")
+            }
+        };
+        shared
+            .metrics
+            .command(name, started.elapsed(), r.is_error());
+        r
+    }
+
+    pub fn on_worker(&self) -> bool {
+        self.on_worker
+    }
+
+    /// Takes every complete request off `input` and runs it, until the
+    /// buffer holds no whole request, the connection cannot go on for now
+    /// ([`Taken::Busy`]), or it is to close.
+    pub fn take(&mut self, parser: &mut Parser, input: &mut Input<'_>) -> Taken {
+        if let Some(args) = self.deferred.take() {
+            if let Some(t) = self.run(args, parser) {
+                return t;
+            }
+        }
+        let mut off = 0;
+        let taken = loop {
+            if self.out.len() >= MAX_OUT || self.slots.len() >= MAX_SLOTS {
+                break Taken::Busy;
+            }
+            let parsed = match parser.parse(&input.bytes()[off..]) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.shared.metrics.protocol_error();
+                    self.push(Reply::err(&e));
+                    break Taken::Close;
+                }
+            };
+            match parsed {
+                Parsed::Incomplete => break Taken::Incomplete,
+                Parsed::Skip(n) => off += n,
+                Parsed::Request(args, n) => {
+                    off += n;
+                    if let Some(t) = self.run(args, parser) {
+                        break t;
+                    }
+                }
+            }
+        };
+        input.consume(off);
+        taken
+    }
+
+    /// Runs one request, unless it has to wait: then it is kept for later
+    /// and `Some(Busy)` says so. `Some` also when the connection closes.
+    fn run(&mut self, args: Vec<Vec<u8>>, parser: &mut Parser) -> Option<Taken> {
+        // Only a plain SET goes ahead of this connection's writes in
+        // flight; everything else sees them first (and a worker's reply
+        // comes before anything after it).
+        let plain_set = || {
+            args.len() == 3
+                && position(&args[0]).is_some_and(|i| super::command::COMMANDS[i].name == "set")
+        };
+        if self.waits_for_job() || (!self.slots.is_empty() && !plain_set()) {
+            self.deferred = Some(args);
+            return Some(Taken::Busy);
+        }
+        if self.parked {
+            self.parked = false;
+            self.shared.stripes.park(-1);
+        }
+        let outcome = self.request(args);
+        parser.set_authenticated(self.authed);
+        match outcome {
+            Outcome::Reply(r) => self.push(r),
+            Outcome::Write { pending, mark, ok } => {
+                if let Some(n) = &self.notify {
+                    pending.notify(n.clone());
+                }
+                self.slots.push_back(Slot::Write {
+                    pending,
+                    mark,
+                    ok,
+                    started: Instant::now(),
+                });
+            }
+            Outcome::Job(name, args) => {
+                self.job = Some(Job {
+                    name,
+                    args,
+                    client: self.client.clone(),
+                    proto: self.proto,
+                    durability: self.durability,
+                });
+                self.slots.push_back(Slot::Job);
+                self.job_out = true;
+                return Some(Taken::Busy);
+            }
+            Outcome::Defer(args) => {
+                // Counted first, then tried once more: a hold that ended in
+                // between is seen by one or the other (see `Stripes::park`).
+                self.shared.stripes.park(1);
+                self.parked = true;
+                self.deferred = Some(args);
+                return Some(Taken::Busy);
+            }
+            Outcome::Close(r) => {
+                self.push(r);
+                return Some(Taken::Close);
+            }
+            Outcome::Stop => return Some(Taken::Close),
+        }
+        None
+    }
+
+    fn waits_for_job(&self) -> bool {
+        self.job_out
+    }
+
+    /// Whether a request was put off because its stripe was held.
+    pub fn parked(&self) -> bool {
+        self.parked
+    }
+
+    /// Whether replies are still to come: writes in flight, a worker's.
+    pub fn in_flight(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
+    /// Whether a request waits to run (the connection has more to do once
+    /// its writes, its worker or a stripe let it).
+    pub fn has_deferred(&self) -> bool {
+        self.deferred.is_some()
+    }
+
+    /// The worker's reply to this connection's job.
+    pub fn job_done(&mut self, r: Reply) {
+        if let Some(slot) = self.slots.iter_mut().find(|s| matches!(s, Slot::Job)) {
+            *slot = Slot::Ready(r);
+        }
+        self.job_out = false;
+    }
+
     /// Queues a reply after every earlier one.
-    fn push(&mut self, r: Reply) {
+    pub fn push(&mut self, r: Reply) {
         if self.slots.is_empty() {
             r.encode(&mut self.out, self.proto);
         } else {
@@ -250,16 +387,24 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// Waits for every write in flight, in order, and encodes the replies.
-    pub fn settle(&mut self) {
-        while let Some(slot) = self.slots.pop_front() {
+    /// Encodes the replies owed, in order, up to the first write not yet
+    /// acknowledged (or, with `wait`, waiting for each) or worker's reply
+    /// not yet come. True when something was encoded.
+    pub fn progress(&mut self, wait: bool) -> bool {
+        let mut any = false;
+        while let Some(slot) = self.slots.front() {
             match slot {
+                Slot::Job => break,
+                Slot::Write { pending, .. } if !wait && !pending.is_done() => break,
+                _ => {}
+            }
+            any = true;
+            match self.slots.pop_front().expect("a slot") {
                 Slot::Ready(r) => r.encode(&mut self.out, self.proto),
                 Slot::Write {
                     pending,
                     mark,
                     ok,
-                    command,
                     started,
                 } => {
                     let result = pending.wait();
@@ -270,34 +415,51 @@ impl<'a> Conn<'a> {
                     };
                     self.shared
                         .metrics
-                        .command(command, started.elapsed(), r.is_error());
+                        .command("set", started.elapsed(), r.is_error());
                     r.encode(&mut self.out, self.proto);
                 }
+                Slot::Job => unreachable!(),
             }
         }
+        any
     }
 
-    fn send(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
-        if self.out.is_empty() {
-            return Ok(());
+    /// Whether the first write in flight is acknowledged (so
+    /// [`Conn::progress`] has something to do).
+    pub fn ready(&self) -> bool {
+        match self.slots.front() {
+            Some(Slot::Write { pending, .. }) => pending.is_done(),
+            Some(Slot::Ready(_)) => true,
+            _ => false,
         }
-        stream.write_all(&self.out)?;
-        self.shared.metrics.bytes_out(self.out.len() as u64);
-        self.out.clear();
-        if self.out.capacity() > 4 * MAX_OUT {
-            self.out.shrink_to(16 * 1024);
-        }
-        Ok(())
     }
 
     /// Runs one request and records it.
     fn request(&mut self, args: Vec<Vec<u8>>) -> Outcome<'a> {
         let started = Instant::now();
-        let client = self.client;
+        let client = &self.client;
         client
             .last_active
             .store(client.since.elapsed().as_millis() as u64, Ordering::Relaxed);
-        let (name, outcome) = self.dispatch(args);
+        // A command that panics (a bug) must not take the loop, and every
+        // other connection of it, down with it: that connection alone is
+        // told and closed.
+        let (name, outcome) = match catch_unwind(AssertUnwindSafe(|| self.dispatch(args))) {
+            Ok(done) => done,
+            Err(_) => {
+                tracing::error!(
+                    "client {} ({}): the command panicked; closing the connection",
+                    self.client.id,
+                    self.client.addr
+                );
+                (
+                    "unknown",
+                    Outcome::Close(Reply::err(
+                        "internal error running the command; the connection is closed",
+                    )),
+                )
+            }
+        };
         if let Outcome::Reply(r) | Outcome::Close(r) = &outcome {
             self.shared
                 .metrics
@@ -310,6 +472,18 @@ impl<'a> Conn<'a> {
     pub fn idle_of(c: &Client) -> u64 {
         let active = c.last_active.load(Ordering::Relaxed);
         (c.since.elapsed().as_millis() as u64).saturating_sub(active) / 1000
+    }
+}
+
+impl Drop for Conn<'_> {
+    /// Writes still in flight are waited for: their stripes must be let
+    /// go, and the engine's acknowledgement still comes for them.
+    fn drop(&mut self) {
+        if self.parked {
+            self.shared.stripes.park(-1);
+        }
+        self.slots.retain(|s| !matches!(s, Slot::Job));
+        self.progress(true);
     }
 }
 

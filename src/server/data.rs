@@ -229,11 +229,10 @@ impl<'a> Conn<'a> {
                 _ => return Outcome::Reply(syntax_error()),
             }
         }
-        let (key, value) = (&args[1], &args[2]);
         if !(nx || xx || get) {
-            return self.plain_set(key, value);
+            return self.plain_set(args);
         }
-        self.settle();
+        let (key, value) = (&args[1], &args[2]);
         let _x = self.shared.stripes.exclusive(&[key]);
         let r = (|| {
             let old = self.string_value(key)?;
@@ -263,42 +262,48 @@ impl<'a> Conn<'a> {
     }
 
     /// SET without options: submitted, and its reply waits for the
-    /// acknowledgement while the connection goes on with its pipeline.
-    fn plain_set(&mut self, key: &[u8], value: &[u8]) -> Outcome<'a> {
+    /// acknowledgement while the connection goes on with its pipeline. On
+    /// an event loop it never waits for its stripe: a held stripe puts it
+    /// off, and a SET over a hash goes to a worker.
+    fn plain_set(&mut self, args: Vec<Vec<u8>>) -> Outcome<'a> {
         let shared = self.shared;
         let engine = &shared.engine;
         let level = self.durability;
+        let (key, value) = (&args[1], &args[2]);
         let ekey = keys::string(key);
         enum Why {
             Hash,
             Fail(Reply),
         }
-        let submitted = shared.stripes.plain(
-            key,
-            || self.settle(),
-            || {
-                if engine
-                    .get(&keys::marker(key))
-                    .map_err(|e| Why::Fail(engine_err(e)))?
-                    .is_some()
-                {
-                    return Err(Why::Hash);
-                }
-                engine
-                    .submit(&[(&ekey, Some(value))], Some(level))
-                    .map_err(|e| Why::Fail(engine_err(e)))
-            },
-        );
+        let submit = || {
+            if engine
+                .get(&keys::marker(key))
+                .map_err(|e| Why::Fail(engine_err(e)))?
+                .is_some()
+            {
+                return Err(Why::Hash);
+            }
+            engine
+                .submit(&[(&ekey, Some(value))], Some(level))
+                .map_err(|e| Why::Fail(engine_err(e)))
+        };
+        let submitted = if self.on_worker() {
+            // A worker has no writes of its own in flight to settle first.
+            shared.stripes.plain(key, || {}, submit).map(Some)
+        } else {
+            shared.stripes.try_plain(key, submit)
+        };
         match submitted {
-            Ok((pending, mark)) => Outcome::Write {
+            Ok(Some((pending, mark))) => Outcome::Write {
                 pending,
                 mark,
                 ok: Reply::ok(),
             },
+            Ok(None) => Outcome::Defer(args),
             Err(Why::Fail(r)) => Outcome::Reply(r),
+            Err(Why::Hash) if !self.on_worker() => Outcome::Job("set", args),
             Err(Why::Hash) => {
                 // Over a hash: delete its row and write, both under the stripe.
-                self.settle();
                 let _x = shared.stripes.exclusive(&[key]);
                 let r = (|| {
                     let mut writes = if self.is_hash(key)? {

@@ -1,23 +1,29 @@
 //! The appliance server: RESP (the Redis protocol) over TCP on the engine.
 //!
-//! One thread per connection. A connection reads what the socket has,
-//! takes every complete request off its buffer and runs them in order.
-//! Plain writes (`SET` without options) are submitted to the engine and not
-//! waited for, so a pipeline's writes, and those of every connection, share
-//! the WAL's group commit; before a command that reads, and before the
-//! replies go out, the connection waits for its writes in order. A write's
-//! reply goes out only once it is acknowledged at the connection's
-//! durability level, so what a client was told `OK` survives as promised.
+//! A few event-loop threads (`server.io-threads`, epoll through mio) serve
+//! every connection, Redis-style; an acceptor thread hands new connections
+//! to them in turn. A loop reads what its ready connections have, takes
+//! every complete request off their buffers and runs them in order, and
+//! never blocks on the engine. Plain writes (`SET` without options) are
+//! submitted and not waited for, so a pipeline's writes, and those of every
+//! connection, share the WAL's group commit; their replies go out, in
+//! order, once the acknowledgement wakes the loop. A write's reply goes
+//! out only once it is acknowledged at the connection's durability level,
+//! so what a client was told `OK` survives as promised. Any other command
+//! of a connection runs only once its writes in flight are acknowledged.
 //!
 //! Commands that read a key to decide what to write (INCR, SET NX, HSET,
-//! DEL, ...) take their keys' stripes exclusively: [`stripes`] makes them
-//! wait for the plain writes in flight on those stripes and holds new ones
-//! back, so they see every write acknowledged before them and nothing slips
-//! between their read and their write.
+//! DEL, ...) run on worker threads ([`worker`]) and take their keys'
+//! stripes exclusively: [`stripes`] makes them wait for the plain writes in
+//! flight on those stripes and holds new ones back, so they see every write
+//! acknowledged before them and nothing slips between their read and their
+//! write. The loop takes no further request of that connection until the
+//! worker's reply is back.
 
 mod command;
 mod conn;
 mod data;
+mod event;
 pub mod glob;
 pub mod info;
 pub mod keys;
@@ -25,13 +31,15 @@ pub mod metrics;
 pub mod resp;
 mod run;
 mod stripes;
+mod worker;
 
 pub use run::serve;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -52,6 +60,8 @@ pub struct ServerOptions {
     pub listen: SocketAddr,
     pub password: Option<String>,
     pub max_clients: usize,
+    /// Event-loop threads.
+    pub io_threads: usize,
     pub limits: resp::Limits,
     pub durability: Durability,
     /// The longest engine key (`memstore.max-key`).
@@ -76,6 +86,7 @@ impl ServerOptions {
             listen: s.listen,
             password: s.password.clone(),
             max_clients: s.max_clients,
+            io_threads: s.io_threads,
             limits: resp::Limits {
                 max_bulk: s.max_bulk as usize,
                 max_query: s.max_query as usize,
@@ -101,7 +112,6 @@ pub struct Client {
     /// Index in the command table of the last command; `usize::MAX`: none.
     pub last_command: AtomicUsize,
     pub proto: AtomicU8,
-    stream: TcpStream,
 }
 
 /// What every connection shares.
@@ -114,8 +124,6 @@ pub struct Shared {
     pub local_addr: SocketAddr,
     stripes: Stripes,
     clients: Mutex<HashMap<u64, Arc<Client>>>,
-    /// Signalled when the last connection ends.
-    drained: Condvar,
     next_client: AtomicU64,
     cursors: Mutex<Cursors>,
     stopping: AtomicBool,
@@ -165,6 +173,15 @@ impl Shared {
         v
     }
 
+    /// A connection has ended: out of the registry.
+    fn forget(&self, client: &Client) {
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&client.id);
+        self.metrics.connection_closed();
+    }
+
     fn save_cursor(&self, from: Vec<u8>) -> u64 {
         let mut c = self.cursors.lock().expect("cursor lock");
         c.next += 1;
@@ -191,6 +208,8 @@ impl Shared {
 pub struct Server {
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
+    loops: Vec<event::LoopHandle>,
+    workers: Option<worker::Workers>,
     metrics: Option<(SocketAddr, JoinHandle<()>, metrics::ShutdownHandle)>,
 }
 
@@ -213,7 +232,6 @@ impl Server {
             local_addr,
             stripes: Stripes::new(),
             clients: Mutex::new(HashMap::new()),
-            drained: Condvar::new(),
             next_client: AtomicU64::new(1),
             cursors: Mutex::new(Cursors::default()),
             stopping: AtomicBool::new(false),
@@ -235,13 +253,57 @@ impl Server {
             }
             None => None,
         };
+        let workers = worker::Workers::start(&shared, worker::WORKERS)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start the workers: {e}")))?;
+        let mut parts = Vec::new();
+        for _ in 0..shared.opts.io_threads.max(1) {
+            parts.push(event::Parts::new().map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot start an event loop: {e}"))
+            })?);
+        }
+        // A stripe hold that ends wakes the loops, which may have plain
+        // writes put off for it.
+        shared.stripes.set_wake(
+            parts
+                .iter()
+                .map(|p| p.notify() as Arc<dyn crate::wal::Notify>)
+                .collect(),
+        );
+        let mut loops = Vec::new();
+        let mut handoff = Vec::new();
+        for (i, p) in parts.into_iter().enumerate() {
+            match event::spawn(shared.clone(), i, p, workers.sender()) {
+                Ok((handle, tx)) => {
+                    handoff.push((tx, handle.waker.clone()));
+                    loops.push(handle);
+                }
+                Err(e) => {
+                    stop_loops(&shared, loops);
+                    workers.stop();
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot start an event loop: {e}"),
+                    ));
+                }
+            }
+        }
         let s = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("stria-accept".into())
-            .spawn(move || accept_loop(&s, listener))?;
+            .spawn(move || accept_loop(&s, listener, handoff));
+        let acceptor = match acceptor {
+            Ok(a) => a,
+            Err(e) => {
+                stop_loops(&shared, loops);
+                workers.stop();
+                return Err(e);
+            }
+        };
         Ok(Server {
             shared,
             acceptor: Some(acceptor),
+            loops,
+            workers: Some(workers),
             metrics,
         })
     }
@@ -267,14 +329,17 @@ impl Server {
         }
     }
 
-    /// Stops cleanly: no new connections; each connection finishes the
-    /// requests it has read and replies; then the log is made durable, the
+    /// Stops cleanly: no new connections; each loop answers the requests
+    /// it has read (sending for up to 10 s to clients that read slowly) and
+    /// closes its connections; then the log is made durable, the
     /// memstores are flushed (so the next start replays nothing) and the
     /// devices are closed.
     pub fn stop(self) -> Result<EngineStats, String> {
         let Server {
             shared,
             mut acceptor,
+            loops,
+            mut workers,
             mut metrics,
         } = self;
         shared.request_stop();
@@ -283,33 +348,12 @@ impl Server {
         if let Some(a) = acceptor.take() {
             let _ = a.join();
         }
-        for c in shared.clients() {
-            let _ = c.stream.shutdown(Shutdown::Read);
+        // No write lands after the loops and the workers are done: the
+        // log is made durable after.
+        stop_loops(&shared, loops);
+        if let Some(w) = workers.take() {
+            w.stop();
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut clients = shared.clients.lock().expect("clients lock");
-        while !clients.is_empty() && Instant::now() < deadline {
-            clients = shared
-                .drained
-                .wait_timeout(clients, Duration::from_millis(100))
-                .expect("clients lock")
-                .0;
-        }
-        for c in clients.values() {
-            // A client that does not read its replies holds its thread in
-            // write: cut it off, and give its thread time to notice, so no
-            // write of it lands after the log is made durable below.
-            let _ = c.stream.shutdown(Shutdown::Both);
-        }
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !clients.is_empty() && Instant::now() < deadline {
-            clients = shared
-                .drained
-                .wait_timeout(clients, Duration::from_millis(100))
-                .expect("clients lock")
-                .0;
-        }
-        drop(clients);
         if let Some((_, handle, stop)) = metrics.take() {
             stop.shutdown();
             let _ = handle.join();
@@ -324,7 +368,7 @@ impl Server {
         engine_ref
             .flush_all()
             .map_err(|e| format!("flushing the memstores: {e}"))?;
-        // Connection threads may still hold their reference for a moment.
+        // The metrics endpoint's threads may still hold theirs for a moment.
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut shared = shared;
         let inner = loop {
@@ -354,31 +398,24 @@ fn wakeup(addr: SocketAddr) -> SocketAddr {
     a
 }
 
-/// Takes a connection out of the registry when its thread ends, also by a
-/// panic (a bug in a command): the socket is closed, the client is told by
-/// the connection ending, and the server goes on.
-struct Gone<'a> {
-    shared: &'a Shared,
-    client: &'a Client,
-}
-
-impl Drop for Gone<'_> {
-    fn drop(&mut self) {
-        let _ = self.client.stream.shutdown(Shutdown::Both);
-        let mut clients = self
-            .shared
-            .clients
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        clients.remove(&self.client.id);
-        self.shared.metrics.connection_closed();
-        if clients.is_empty() {
-            self.shared.drained.notify_all();
-        }
+/// Wakes the loops (which see the stop flag) and waits for them to end.
+fn stop_loops(shared: &Shared, loops: Vec<event::LoopHandle>) {
+    shared.request_stop();
+    for l in &loops {
+        let _ = l.waker.wake();
+    }
+    for l in loops {
+        let _ = l.thread.join();
     }
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
+/// Accepts connections and hands them to the loops in turn.
+fn accept_loop(
+    shared: &Arc<Shared>,
+    listener: TcpListener,
+    loops: Vec<(Sender<event::Handoff>, Arc<mio::Waker>)>,
+) {
+    let mut next = 0;
     for stream in listener.incoming() {
         if shared.stopping() {
             break;
@@ -404,9 +441,6 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             let _ = s.write_all(b"-ERR max number of clients reached\r\n");
             continue;
         }
-        let Ok(clone) = stream.try_clone() else {
-            continue;
-        };
         let id = shared.next_client.fetch_add(1, Ordering::Relaxed);
         let client = Arc::new(Client {
             id,
@@ -417,26 +451,19 @@ fn accept_loop(shared: &Arc<Shared>, listener: TcpListener) {
             name: Mutex::new(Vec::new()),
             last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
-            stream: clone,
         });
         clients.insert(id, client.clone());
         drop(clients);
         shared.metrics.connection_opened();
-        let s = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("stria-conn-{id}"))
-            .stack_size(256 << 10)
-            .spawn(move || {
-                let _gone = Gone {
-                    shared: &s,
-                    client: &client,
-                };
-                conn::serve(&s, &client, stream);
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot start a connection thread: {e}");
-            shared.clients.lock().expect("clients lock").remove(&id);
-            shared.metrics.connection_closed();
+        let (tx, waker) = &loops[next % loops.len()];
+        next += 1;
+        if tx.send((client.clone(), stream)).is_err() {
+            // The loop has ended (the server is stopping).
+            shared.forget(&client);
+            continue;
+        }
+        if let Err(e) = waker.wake() {
+            tracing::warn!("cannot wake an event loop: {e}");
         }
     }
 }

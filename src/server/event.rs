@@ -1,0 +1,499 @@
+//! The event loops: each serves many connections on one thread (epoll,
+//! through mio), Redis-style, and never blocks on the engine.
+//!
+//! A turn: take the workers' replies; encode the replies of connections
+//! whose writes were acknowledged; read what every ready connection has
+//! and run its complete requests. Plain writes are submitted and their
+//! replies wait in order in the connection ([`Conn`]); commands that wait
+//! go to a worker ([`super::worker`]). Then each connection's encoded
+//! replies are written without blocking, and the loop polls again. An
+//! acknowledgement, a worker's reply or the end of a stripe hold wakes it
+//! ([`LoopNotify`]), so while one group commit is on its way the loop
+//! reads and submits the requests of the next.
+//!
+//! A connection whose replies do not all fit in its socket waits for it to
+//! drain before the loop reads or runs anything more of it, so a client
+//! that does not read holds at most [`MAX_OUT`](super::conn) of replies.
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+
+use super::conn::{Conn, Input, Taken};
+use super::resp::{Parser, Reply};
+use super::worker::{Done, Task};
+use super::{Client, Shared};
+use crate::wal::Notify;
+
+/// The token of a loop's waker (new connections, acknowledgements, worker
+/// replies, stripe holds ending, the stop).
+const WAKER: Token = Token(usize::MAX);
+
+/// Reads from one connection in one turn, at most: a client that keeps
+/// its socket full does not starve the others.
+const READS_PER_TURN: usize = 16;
+
+/// How long a stopping loop goes on answering clients that read slowly.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a loop with replies to come sleeps at most, should a wake be
+/// lost (none should be).
+const WAIT_AT_MOST: Duration = Duration::from_millis(50);
+
+/// A connection the acceptor hands to a loop.
+pub type Handoff = (Arc<Client>, std::net::TcpStream);
+
+/// Wakes a loop that sleeps in its poll; an awake loop is not told (it
+/// looks at its connections each turn), which saves a system call per
+/// acknowledgement under load.
+#[derive(Debug)]
+pub struct LoopNotify {
+    waker: Arc<Waker>,
+    /// The loop is about to sleep, or sleeps.
+    armed: AtomicBool,
+    /// Told since the loop last looked: a stripe hold may have ended.
+    poked: AtomicBool,
+}
+
+impl Notify for LoopNotify {
+    fn notify(&self) {
+        self.poked.store(true, Ordering::SeqCst);
+        if self.armed.swap(false, Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// A running loop, as the server sees it.
+pub struct LoopHandle {
+    pub waker: Arc<Waker>,
+    pub thread: JoinHandle<()>,
+}
+
+/// What a loop is made of before it runs.
+pub struct Parts {
+    poll: Poll,
+    notify: Arc<LoopNotify>,
+}
+
+impl Parts {
+    pub fn new() -> io::Result<Parts> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        Ok(Parts {
+            poll,
+            notify: Arc::new(LoopNotify {
+                waker,
+                armed: AtomicBool::new(false),
+                poked: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    pub fn notify(&self) -> Arc<LoopNotify> {
+        self.notify.clone()
+    }
+}
+
+/// Starts loop `i`; connections sent on the returned sender (then a
+/// [`Waker::wake`]) are served by it.
+pub fn spawn(
+    shared: Arc<Shared>,
+    i: usize,
+    parts: Parts,
+    workers: channel::Sender<Task>,
+) -> io::Result<(LoopHandle, Sender<Handoff>)> {
+    let waker = parts.notify.waker.clone();
+    let (tx, rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(format!("stria-loop-{i}"))
+        .spawn(move || run(&shared, parts, rx, workers))?;
+    Ok((LoopHandle { waker, thread }, tx))
+}
+
+/// One connection of a loop.
+struct Connection<'a> {
+    stream: TcpStream,
+    conn: Conn<'a>,
+    parser: Parser,
+    input: Input<'a>,
+    /// Bytes of `conn.out` already written.
+    sent: usize,
+    /// The socket may have more to read (readiness is edge-triggered).
+    readable: bool,
+    /// Replies wait for the socket to drain.
+    blocked: bool,
+    /// Close once the replies are out.
+    closing: bool,
+    /// The socket failed: close without writing.
+    dead: bool,
+    /// In the next turn's work list.
+    queued: bool,
+    /// In the list of connections with replies to come.
+    waiting: bool,
+}
+
+struct Loop<'a> {
+    shared: &'a Shared,
+    notify: Arc<LoopNotify>,
+    conns: Vec<Option<Connection<'a>>>,
+    free: Vec<usize>,
+    /// Connections to read or run in the next turn.
+    work: Vec<usize>,
+    /// Connections with writes in flight, a worker's reply to come, or a
+    /// request put off.
+    waiting: Vec<usize>,
+    workers: channel::Sender<Task>,
+    done_tx: Sender<Done>,
+    done_rx: Receiver<Done>,
+}
+
+fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>, workers: channel::Sender<Task>) {
+    let Parts { mut poll, notify } = parts;
+    let (done_tx, done_rx) = mpsc::channel();
+    let mut lp = Loop {
+        shared,
+        notify,
+        conns: Vec::new(),
+        free: Vec::new(),
+        work: Vec::new(),
+        waiting: Vec::new(),
+        workers,
+        done_tx,
+        done_rx,
+    };
+    let mut events = Events::with_capacity(1024);
+    let mut deadline: Option<Instant> = None;
+    loop {
+        let stopping = shared.stopping();
+        if stopping {
+            let d = *deadline.get_or_insert_with(|| Instant::now() + STOP_GRACE);
+            if lp.answered() || Instant::now() >= d {
+                break;
+            }
+        }
+        let timeout = lp.timeout(stopping);
+        let polled = poll.poll(&mut events, timeout);
+        lp.notify.armed.store(false, Ordering::SeqCst);
+        if let Err(e) = polled {
+            if e.kind() != ErrorKind::Interrupted {
+                tracing::error!("event loop poll: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            continue;
+        }
+        let mut woken = lp.notify.poked.swap(false, Ordering::SeqCst);
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => woken = true,
+                Token(i) => lp.event(
+                    i,
+                    ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                    ev.is_writable() || ev.is_error(),
+                ),
+            }
+        }
+        if woken && !stopping {
+            lp.accept(&rx, poll.registry());
+        }
+        lp.turn(stopping, woken);
+    }
+    // Connections close (waiting for their writes in flight, whose
+    // stripes must be let go) as they drop.
+    for i in 0..lp.conns.len() {
+        lp.close(i);
+    }
+    // Connections handed over after the loop stopped looking.
+    while let Ok((client, _stream)) = rx.try_recv() {
+        shared.forget(&client);
+    }
+}
+
+impl<'a> Loop<'a> {
+    /// How long the next poll may sleep: not at all with work to do or a
+    /// reply ready; else until woken (with a bound while replies are due).
+    fn timeout(&self, stopping: bool) -> Option<Duration> {
+        if !self.work.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        // Armed first, then checked: an acknowledgement in between is seen
+        // here or wakes the poll.
+        self.notify.armed.store(true, Ordering::SeqCst);
+        let ready = self.waiting.iter().any(|&i| {
+            self.conns[i]
+                .as_ref()
+                .is_some_and(|c| c.conn.ready() || c.dead)
+        });
+        if ready {
+            Some(Duration::ZERO)
+        } else if stopping {
+            Some(Duration::from_millis(10))
+        } else if !self.waiting.is_empty() {
+            Some(WAIT_AT_MOST)
+        } else {
+            None
+        }
+    }
+
+    /// Takes the connections the acceptor handed over.
+    fn accept(&mut self, rx: &Receiver<Handoff>, registry: &Registry) {
+        while let Ok((client, stream)) = rx.try_recv() {
+            let i = self.free.pop().unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+            let mut stream = match stream.set_nonblocking(true) {
+                Ok(()) => TcpStream::from_std(stream),
+                Err(e) => {
+                    tracing::warn!("client {}: {e}", client.id);
+                    self.free.push(i);
+                    self.shared.forget(&client);
+                    continue;
+                }
+            };
+            // Both interests, once: edge-triggered, WRITABLE only reports
+            // a socket that filled and drained again.
+            if let Err(e) = registry.register(
+                &mut stream,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                tracing::warn!("client {}: cannot watch its socket: {e}", client.id);
+                self.free.push(i);
+                self.shared.forget(&client);
+                continue;
+            }
+            let shared = self.shared;
+            let mut parser = Parser::new(shared.opts.limits);
+            let conn = Conn::new(shared, client, self.notify.clone());
+            parser.set_authenticated(conn.authed);
+            self.conns[i] = Some(Connection {
+                stream,
+                conn,
+                parser,
+                input: Input::new(&shared.buffered),
+                sent: 0,
+                readable: true,
+                blocked: false,
+                closing: false,
+                dead: false,
+                queued: false,
+                waiting: false,
+            });
+            self.queue(i);
+        }
+    }
+
+    fn queue(&mut self, i: usize) {
+        if let Some(c) = self.conns[i].as_mut() {
+            if !c.queued {
+                c.queued = true;
+                self.work.push(i);
+            }
+        }
+    }
+
+    /// Readiness of connection `i`.
+    fn event(&mut self, i: usize, readable: bool, writable: bool) {
+        let Some(c) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        if readable {
+            c.readable = true;
+        }
+        if writable && c.blocked {
+            flush(self.shared, c);
+        }
+        if readable || !c.blocked || c.dead {
+            self.queue(i);
+        }
+    }
+
+    /// Whether a stopping loop has answered everything it read: no
+    /// connection has replies to come or left to send, or a request left
+    /// to run.
+    fn answered(&self) -> bool {
+        self.work.is_empty()
+            && self
+                .conns
+                .iter()
+                .flatten()
+                .all(|c| c.dead || (!c.blocked && !c.conn.in_flight() && !c.conn.has_deferred()))
+    }
+
+    fn turn(&mut self, stopping: bool, woken: bool) {
+        // Workers' replies.
+        while let Ok((i, id, r)) = self.done_rx.try_recv() {
+            if let Some(c) = self.conns[i].as_mut().filter(|c| c.conn.client.id == id) {
+                c.conn.job_done(r);
+                self.queue(i);
+            }
+        }
+        // Acknowledged writes; requests put off for a stripe, when a hold
+        // may have ended.
+        for i in std::mem::take(&mut self.waiting) {
+            let Some(c) = self.conns[i].as_mut() else {
+                continue;
+            };
+            c.waiting = false;
+            if c.conn.ready() || c.dead || (woken && c.conn.parked()) {
+                self.queue(i);
+            } else {
+                c.waiting = true;
+                self.waiting.push(i);
+            }
+        }
+        let work = std::mem::take(&mut self.work);
+        for i in work {
+            let Some(c) = self.conns[i].as_mut() else {
+                continue;
+            };
+            c.queued = false;
+            let mut again = false;
+            if !c.dead {
+                c.conn.progress(false);
+                if !c.blocked && !c.closing {
+                    again = serve(self.shared, c, stopping);
+                }
+                if let Some(job) = c.conn.job.take() {
+                    let task = Task {
+                        job,
+                        slot: i,
+                        back: self.done_tx.clone(),
+                        waker: self.notify.waker.clone(),
+                    };
+                    if self.workers.send(task).is_err() {
+                        c.conn.job_done(Reply::err(
+                            "the server is stopping; the command did not run",
+                        ));
+                    }
+                }
+                c.conn.progress(false);
+                if !c.conn.out.is_empty() && !c.blocked {
+                    flush(self.shared, c);
+                }
+            }
+            let settled = !c.conn.in_flight();
+            if c.dead || (c.closing && !c.blocked && settled) {
+                self.close(i);
+                continue;
+            }
+            if !settled || c.conn.parked() {
+                if !c.waiting {
+                    c.waiting = true;
+                    self.waiting.push(i);
+                }
+            } else if again && !c.blocked {
+                self.queue(i);
+            }
+        }
+    }
+
+    fn close(&mut self, i: usize) {
+        if let Some(c) = self.conns[i].take() {
+            self.free.push(i);
+            self.shared.forget(&c.conn.client);
+            // The socket closes (and leaves the poll) on drop; the
+            // connection waits for its writes in flight as it drops.
+        }
+    }
+}
+
+/// Reads what connection `c` has and runs its complete requests, until its
+/// socket is empty, it cannot go on for now, or it closes. True when it
+/// stopped with more to do and nothing to wait for: complete requests left
+/// after a full turn's replies, or a socket not read to the end.
+fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
+    let limit = shared.opts.buffer_budget();
+    let mut reads = 0;
+    loop {
+        match c.conn.take(&mut c.parser, &mut c.input) {
+            Taken::Close => {
+                c.closing = true;
+                return false;
+            }
+            Taken::Busy => return true,
+            Taken::Incomplete => {}
+        }
+        // A stopping server answers what it has read and reads no more.
+        if stopping || !c.readable {
+            return false;
+        }
+        if reads == READS_PER_TURN {
+            return true;
+        }
+        let space = match c.input.space(limit) {
+            Ok(space) => space,
+            Err(e) => {
+                shared.metrics.protocol_error();
+                c.conn.push(Reply::err(&e));
+                c.closing = true;
+                return false;
+            }
+        };
+        match c.stream.read(space) {
+            Ok(0) => {
+                // The client is done sending: answer, then close.
+                c.readable = false;
+                c.closing = true;
+                return false;
+            }
+            Ok(n) => {
+                reads += 1;
+                c.input.filled(n);
+                shared.metrics.bytes_in(n as u64);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                c.readable = false;
+                return false;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::debug!("client {} ({}): {e}", c.conn.client.id, c.conn.client.addr);
+                c.dead = true;
+                return false;
+            }
+        }
+    }
+}
+
+/// Writes what connection `c` owes without blocking; what the socket does
+/// not take waits for it to drain (`blocked`).
+fn flush(shared: &Shared, c: &mut Connection<'_>) {
+    let out = &mut c.conn.out;
+    while c.sent < out.len() {
+        match c.stream.write(&out[c.sent..]) {
+            Ok(0) => {
+                c.dead = true;
+                return;
+            }
+            Ok(n) => {
+                c.sent += n;
+                shared.metrics.bytes_out(n as u64);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                c.blocked = true;
+                return;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                tracing::debug!("client {} ({}): {e}", c.conn.client.id, c.conn.client.addr);
+                c.dead = true;
+                return;
+            }
+        }
+    }
+    c.blocked = false;
+    c.sent = 0;
+    out.clear();
+    if out.capacity() > 4 << 20 {
+        out.shrink_to(16 * 1024);
+    }
+}
