@@ -781,3 +781,58 @@ fn plain_sets_beside_incr_on_one_key_do_not_deadlock() {
     }
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
 }
+
+#[test]
+fn a_client_that_does_not_read_its_replies_holds_up_no_one_else() {
+    use std::io::{Read, Write};
+    let (_dir, s) = start();
+    let mut c = s.client();
+    let big = "v".repeat(60_000);
+    redis::cmd("SET").arg("big").arg(&big).query::<()>(&mut c).unwrap();
+    // 2,000 GETs of 60 KB: 120 MB of replies the client does not read.
+    let mut hog = s.raw();
+    let mut req = Vec::new();
+    for _ in 0..2000 {
+        req.extend_from_slice(&crate::resp(&[b"GET", b"big"]));
+    }
+    hog.write_all(&req).unwrap();
+    // Everyone else is served meanwhile, plain writes and the commands
+    // that run on workers alike.
+    let (tx, rx) = mpsc::channel();
+    for t in 0..4 {
+        let tx = tx.clone();
+        let mut c = s.client();
+        std::thread::spawn(move || {
+            let r = (|| -> Result<(), String> {
+                for i in 0..50 {
+                    let k = format!("k{t}-{i}");
+                    redis::cmd("SET")
+                        .arg(&k)
+                        .arg(i)
+                        .query::<()>(&mut c)
+                        .map_err(|e| e.to_string())?;
+                    let v: i64 = redis::cmd("INCR")
+                        .arg(&k)
+                        .query(&mut c)
+                        .map_err(|e| e.to_string())?;
+                    if v != i + 1 {
+                        return Err(format!("INCR {k}: {v}"));
+                    }
+                }
+                Ok(())
+            })();
+            let _ = tx.send(r);
+        });
+    }
+    join_all(rx, 4, Duration::from_secs(60));
+    // The hog gets every reply once it reads, in order.
+    let one = 8 + 60_000 + 2; // "$60000\r\n" + value + "\r\n"
+    let mut got = vec![0u8; one];
+    for i in 0..2000 {
+        hog.read_exact(&mut got)
+            .unwrap_or_else(|e| panic!("reply {i}: {e}"));
+        assert!(got.starts_with(b"$60000\r\n"), "reply {i}");
+        assert!(got.ends_with(b"v\r\n"), "reply {i}");
+    }
+    assert_eq!(q::<i64>(&mut c, &["GET", "k3-49"]), 50);
+}
