@@ -3,8 +3,10 @@
 //! worker. The event loop ([`super::event`]) drives it and never blocks
 //! on it.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,11 +14,96 @@ use std::time::Instant;
 use super::command::position;
 use super::resp::{Parsed, Parser, ProtocolError, Reply};
 use super::stripes::PlainMark;
-use super::{Client, Shared};
+use super::{Client, ServerEngine, Shared};
 use crate::config::Durability;
 use crate::device::AnyDevice;
 use crate::engine::Pending;
 use crate::wal::Notify;
+
+/// The plain SETs of one turn of an event loop at one durability level:
+/// submitted to the engine together once the turn has run every ready
+/// connection's requests, so they go to the WAL in one burst and share
+/// its group commit rather than trickling in between socket reads.
+pub struct Batch<'a> {
+    level: Durability,
+    writes: RefCell<Vec<(Vec<u8>, Vec<u8>)>>,
+    state: RefCell<BatchState<'a>>,
+}
+
+enum BatchState<'a> {
+    Open,
+    Submitted(Pending<'a, AnyDevice>),
+    Done(Result<(), String>),
+}
+
+impl<'a> Batch<'a> {
+    fn is_done(&self) -> bool {
+        match &*self.state.borrow() {
+            BatchState::Open => false,
+            BatchState::Submitted(p) => p.is_done(),
+            BatchState::Done(_) => true,
+        }
+    }
+
+    /// The outcome, waiting for the acknowledgement if it has not come.
+    fn result(&self) -> Result<(), String> {
+        let mut st = self.state.borrow_mut();
+        let r = match std::mem::replace(&mut *st, BatchState::Open) {
+            BatchState::Submitted(p) => p.wait().map_err(|e| e.to_string()),
+            BatchState::Done(r) => r,
+            // Only a bug would leave a batch unsubmitted here.
+            BatchState::Open => Err("internal error: the write was not submitted".into()),
+        };
+        *st = BatchState::Done(r.clone());
+        r
+    }
+}
+
+/// The batches of the turn under way, one per durability level.
+#[derive(Default)]
+pub struct Turn<'a> {
+    open: RefCell<Vec<Rc<Batch<'a>>>>,
+}
+
+impl<'a> Turn<'a> {
+    /// Queues a plain write for the end of the turn: its batch.
+    fn add(&self, level: Durability, key: Vec<u8>, value: Vec<u8>) -> Rc<Batch<'a>> {
+        let mut open = self.open.borrow_mut();
+        let b = match open.iter().find(|b| b.level == level) {
+            Some(b) => b.clone(),
+            None => {
+                let b = Rc::new(Batch {
+                    level,
+                    writes: RefCell::new(Vec::new()),
+                    state: RefCell::new(BatchState::Open),
+                });
+                open.push(b.clone());
+                b
+            }
+        };
+        b.writes.borrow_mut().push((key, value));
+        b
+    }
+
+    /// Submits the turn's batches; `notify` is told when each is
+    /// acknowledged.
+    pub fn submit(&self, engine: &'a ServerEngine, notify: &Arc<dyn Notify>) {
+        for b in self.open.borrow_mut().drain(..) {
+            let writes = std::mem::take(&mut *b.writes.borrow_mut());
+            let refs: Vec<(&[u8], Option<&[u8]>)> = writes
+                .iter()
+                .map(|(k, v)| (k.as_slice(), Some(v.as_slice())))
+                .collect();
+            *b.state.borrow_mut() = match engine.submit(&refs, Some(b.level)) {
+                Ok(p) => {
+                    p.notify(notify.clone());
+                    BatchState::Submitted(p)
+                }
+                Err(e) => BatchState::Done(Err(e.to_string())),
+            };
+        }
+    }
+}
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 64 * 1024;
@@ -109,6 +196,12 @@ enum Slot<'a> {
         ok: Reply,
         started: Instant,
     },
+    /// A plain SET in this turn's batch.
+    Queued {
+        batch: Rc<Batch<'a>>,
+        mark: PlainMark,
+        started: Instant,
+    },
     Job,
 }
 
@@ -121,6 +214,8 @@ pub enum Outcome<'a> {
         mark: PlainMark,
         ok: Reply,
     },
+    /// A plain SET queued in this turn's batch; `OK` once acknowledged.
+    Queued(Rc<Batch<'a>>, PlainMark),
     /// A command that waits (for stripes, for its writes): a worker runs it.
     Job(&'static str, Vec<Vec<u8>>),
     /// A plain write whose stripe is held: tried again once a hold ends.
@@ -163,8 +258,8 @@ pub struct Conn<'a> {
     pub durability: Durability,
     /// Run by a worker, which may wait: runs every command itself.
     on_worker: bool,
-    /// Told when a write of this connection is acknowledged: its loop.
-    notify: Option<Arc<dyn Notify>>,
+    /// Where plain SETs wait for the end of the loop's turn.
+    turn: Option<Rc<Turn<'a>>>,
     slots: VecDeque<Slot<'a>>,
     /// A request taken off the buffer that could not run yet.
     deferred: Option<Vec<Vec<u8>>>,
@@ -179,8 +274,8 @@ pub struct Conn<'a> {
 }
 
 impl<'a> Conn<'a> {
-    /// A connection served by an event loop, which `notify` wakes.
-    pub fn new(shared: &'a Shared, client: Arc<Client>, notify: Arc<dyn Notify>) -> Conn<'a> {
+    /// A connection served by an event loop, whose plain SETs go to `turn`.
+    pub fn new(shared: &'a Shared, client: Arc<Client>, turn: Rc<Turn<'a>>) -> Conn<'a> {
         Conn {
             shared,
             client,
@@ -188,7 +283,7 @@ impl<'a> Conn<'a> {
             authed: shared.opts.password.is_none(),
             durability: shared.opts.durability,
             on_worker: false,
-            notify: Some(notify),
+            turn: Some(turn),
             slots: VecDeque::new(),
             deferred: None,
             parked: false,
@@ -207,7 +302,7 @@ impl<'a> Conn<'a> {
             authed: true,
             durability: job.durability,
             on_worker: true,
-            notify: None,
+            turn: None,
             slots: VecDeque::new(),
             deferred: None,
             parked: false,
@@ -229,7 +324,7 @@ impl<'a> Conn<'a> {
                 shared.stripes.done(mark);
                 result.map_or_else(Reply::err, |()| ok)
             }
-            Ok(Outcome::Job(..) | Outcome::Defer(_) | Outcome::Stop) => {
+            Ok(Outcome::Job(..) | Outcome::Defer(_) | Outcome::Queued(..) | Outcome::Stop) => {
                 Reply::err("internal error: a worker cannot hand the command on")
             }
             Err(_) => {
@@ -249,6 +344,14 @@ impl<'a> Conn<'a> {
 
     pub fn on_worker(&self) -> bool {
         self.on_worker
+    }
+
+    /// Queues a plain write for the end of the loop's turn.
+    pub fn queue_write(&self, key: Vec<u8>, value: Vec<u8>) -> Rc<Batch<'a>> {
+        self.turn
+            .as_ref()
+            .expect("a loop's connection")
+            .add(self.durability, key, value)
     }
 
     /// Takes every complete request off `input` and runs it, until the
@@ -311,13 +414,17 @@ impl<'a> Conn<'a> {
         match outcome {
             Outcome::Reply(r) => self.push(r),
             Outcome::Write { pending, mark, ok } => {
-                if let Some(n) = &self.notify {
-                    pending.notify(n.clone());
-                }
                 self.slots.push_back(Slot::Write {
                     pending,
                     mark,
                     ok,
+                    started: Instant::now(),
+                });
+            }
+            Outcome::Queued(batch, mark) => {
+                self.slots.push_back(Slot::Queued {
+                    batch,
+                    mark,
                     started: Instant::now(),
                 });
             }
@@ -396,6 +503,7 @@ impl<'a> Conn<'a> {
             match slot {
                 Slot::Job => break,
                 Slot::Write { pending, .. } if !wait && !pending.is_done() => break,
+                Slot::Queued { batch, .. } if !wait && !batch.is_done() => break,
                 _ => {}
             }
             any = true;
@@ -418,6 +526,22 @@ impl<'a> Conn<'a> {
                         .command("set", started.elapsed(), r.is_error());
                     r.encode(&mut self.out, self.proto);
                 }
+                Slot::Queued {
+                    batch,
+                    mark,
+                    started,
+                } => {
+                    let result = batch.result();
+                    self.shared.stripes.done(mark);
+                    let r = match result {
+                        Ok(()) => Reply::ok(),
+                        Err(e) => Reply::err(e),
+                    };
+                    self.shared
+                        .metrics
+                        .command("set", started.elapsed(), r.is_error());
+                    r.encode(&mut self.out, self.proto);
+                }
                 Slot::Job => unreachable!(),
             }
         }
@@ -429,6 +553,7 @@ impl<'a> Conn<'a> {
     pub fn ready(&self) -> bool {
         match self.slots.front() {
             Some(Slot::Write { pending, .. }) => pending.is_done(),
+            Some(Slot::Queued { batch, .. }) => batch.is_done(),
             Some(Slot::Ready(_)) => true,
             _ => false,
         }

@@ -265,43 +265,54 @@ impl<'a> Conn<'a> {
     /// acknowledgement while the connection goes on with its pipeline. On
     /// an event loop it never waits for its stripe: a held stripe puts it
     /// off, and a SET over a hash goes to a worker.
-    fn plain_set(&mut self, args: Vec<Vec<u8>>) -> Outcome<'a> {
+    fn plain_set(&mut self, mut args: Vec<Vec<u8>>) -> Outcome<'a> {
         let shared = self.shared;
         let engine = &shared.engine;
         let level = self.durability;
-        let (key, value) = (&args[1], &args[2]);
-        let ekey = keys::string(key);
         enum Why {
             Hash,
             Fail(Reply),
         }
-        let submit = || {
-            if engine
-                .get(&keys::marker(key))
-                .map_err(|e| Why::Fail(engine_err(e)))?
-                .is_some()
-            {
-                return Err(Why::Hash);
-            }
-            engine
-                .submit(&[(&ekey, Some(value))], Some(level))
-                .map_err(|e| Why::Fail(engine_err(e)))
+        let not_hash = |key: &[u8]| match engine.get(&keys::marker(key)) {
+            Ok(None) => Ok(()),
+            Ok(Some(_)) => Err(Why::Hash),
+            Err(e) => Err(Why::Fail(engine_err(e))),
         };
-        let submitted = if self.on_worker() {
-            // A worker has no writes of its own in flight to settle first.
-            shared.stripes.plain(key, || {}, submit).map(Some)
-        } else {
-            shared.stripes.try_plain(key, submit)
-        };
+        if !self.on_worker() {
+            // The stripe is marked now and the write submitted with the
+            // rest of the turn's: a read-modify-write waits for the mark
+            // either way.
+            return match shared.stripes.try_plain(&args[1], || not_hash(&args[1])) {
+                Ok(Some(((), mark))) => {
+                    let value = std::mem::take(&mut args[2]);
+                    let batch = self.queue_write(keys::string(&args[1]), value);
+                    Outcome::Queued(batch, mark)
+                }
+                Ok(None) => Outcome::Defer(args),
+                Err(Why::Fail(r)) => Outcome::Reply(r),
+                Err(Why::Hash) => Outcome::Job("set", args),
+            };
+        }
+        let (key, value) = (&args[1], &args[2]);
+        let ekey = keys::string(key);
+        // A worker has no writes of its own in flight to settle first.
+        let submitted = shared.stripes.plain(
+            key,
+            || {},
+            || {
+                not_hash(key)?;
+                engine
+                    .submit(&[(&ekey, Some(value))], Some(level))
+                    .map_err(|e| Why::Fail(engine_err(e)))
+            },
+        );
         match submitted {
-            Ok(Some((pending, mark))) => Outcome::Write {
+            Ok((pending, mark)) => Outcome::Write {
                 pending,
                 mark,
                 ok: Reply::ok(),
             },
-            Ok(None) => Outcome::Defer(args),
             Err(Why::Fail(r)) => Outcome::Reply(r),
-            Err(Why::Hash) if !self.on_worker() => Outcome::Job("set", args),
             Err(Why::Hash) => {
                 // Over a hash: delete its row and write, both under the stripe.
                 let _x = shared.stripes.exclusive(&[key]);

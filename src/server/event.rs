@@ -16,6 +16,7 @@
 //! that does not read holds at most [`MAX_OUT`](super::conn) of replies.
 
 use std::io::{self, ErrorKind, Read, Write};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use crossbeam::channel;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
-use super::conn::{Conn, Input, Taken};
+use super::conn::{Conn, Input, Taken, Turn};
 use super::resp::{Parser, Reply};
 use super::worker::{Done, Task};
 use super::{Client, Shared};
@@ -143,6 +144,8 @@ struct Connection<'a> {
 struct Loop<'a> {
     shared: &'a Shared,
     notify: Arc<LoopNotify>,
+    /// The plain SETs of the turn under way.
+    turn: Rc<Turn<'a>>,
     conns: Vec<Option<Connection<'a>>>,
     free: Vec<usize>,
     /// Connections to read or run in the next turn.
@@ -161,6 +164,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>, workers: channel::S
     let mut lp = Loop {
         shared,
         notify,
+        turn: Rc::new(Turn::default()),
         conns: Vec::new(),
         free: Vec::new(),
         work: Vec::new(),
@@ -226,11 +230,10 @@ impl<'a> Loop<'a> {
         // Armed first, then checked: an acknowledgement in between is seen
         // here or wakes the poll.
         self.notify.armed.store(true, Ordering::SeqCst);
-        let ready = self.waiting.iter().any(|&i| {
-            self.conns[i]
-                .as_ref()
-                .is_some_and(|c| c.conn.ready() || c.dead)
-        });
+        let ready = self
+            .waiting
+            .iter()
+            .any(|&i| self.conns[i].as_ref().is_some_and(|c| c.conn.ready()));
         if ready {
             Some(Duration::ZERO)
         } else if stopping {
@@ -272,7 +275,7 @@ impl<'a> Loop<'a> {
             }
             let shared = self.shared;
             let mut parser = Parser::new(shared.opts.limits);
-            let conn = Conn::new(shared, client, self.notify.clone());
+            let conn = Conn::new(shared, client, self.turn.clone());
             parser.set_authenticated(conn.authed);
             self.conns[i] = Some(Connection {
                 stream,
@@ -343,7 +346,7 @@ impl<'a> Loop<'a> {
                 continue;
             };
             c.waiting = false;
-            if c.conn.ready() || c.dead || (woken && c.conn.parked()) {
+            if c.conn.ready() || (woken && c.conn.parked()) {
                 self.queue(i);
             } else {
                 c.waiting = true;
@@ -357,31 +360,31 @@ impl<'a> Loop<'a> {
             };
             c.queued = false;
             let mut again = false;
-            if !c.dead {
-                c.conn.progress(false);
-                if !c.blocked && !c.closing {
-                    again = serve(self.shared, c, stopping);
-                }
-                if let Some(job) = c.conn.job.take() {
-                    let task = Task {
-                        job,
-                        slot: i,
-                        back: self.done_tx.clone(),
-                        waker: self.notify.waker.clone(),
-                    };
-                    if self.workers.send(task).is_err() {
-                        c.conn.job_done(Reply::err(
-                            "the server is stopping; the command did not run",
-                        ));
-                    }
-                }
-                c.conn.progress(false);
-                if !c.conn.out.is_empty() && !c.blocked {
-                    flush(self.shared, c);
+            c.conn.progress(false);
+            if !c.dead && !c.blocked && !c.closing {
+                again = serve(self.shared, c, stopping);
+            }
+            if let Some(job) = c.conn.job.take() {
+                let task = Task {
+                    job,
+                    slot: i,
+                    back: self.done_tx.clone(),
+                    waker: self.notify.waker.clone(),
+                };
+                if self.workers.send(task).is_err() {
+                    c.conn
+                        .job_done(Reply::err("the server is stopping; the command did not run"));
                 }
             }
+            c.conn.progress(false);
+            if !c.dead && !c.blocked && !c.conn.out.is_empty() {
+                flush(self.shared, c);
+            }
+            // A connection goes only once nothing of it is in flight: its
+            // writes may not be submitted yet, a worker may be running its
+            // command.
             let settled = !c.conn.in_flight();
-            if c.dead || (c.closing && !c.blocked && settled) {
+            if settled && (c.dead || (c.closing && !c.blocked)) {
                 self.close(i);
                 continue;
             }
@@ -390,10 +393,13 @@ impl<'a> Loop<'a> {
                     c.waiting = true;
                     self.waiting.push(i);
                 }
-            } else if again && !c.blocked {
+            } else if again && !c.blocked && !c.dead {
                 self.queue(i);
             }
         }
+        // The turn's plain SETs go to the engine together.
+        let notify: Arc<dyn Notify> = self.notify.clone();
+        self.turn.submit(&self.shared.engine, &notify);
     }
 
     fn close(&mut self, i: usize) {
