@@ -110,6 +110,9 @@ impl<'a> Conn<'a> {
     }
 
     fn is_hash(&self, key: &[u8]) -> Res<bool> {
+        if !self.shared.hashes.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
         Ok(self.get_raw(&keys::marker(key))?.is_some())
     }
 
@@ -273,10 +276,17 @@ impl<'a> Conn<'a> {
             Hash,
             Fail(Reply),
         }
-        let not_hash = |key: &[u8]| match engine.get(&keys::marker(key)) {
-            Ok(None) => Ok(()),
-            Ok(Some(_)) => Err(Why::Hash),
-            Err(e) => Err(Why::Fail(engine_err(e))),
+        // Read under the stripe: an HSET of this key sets the flag before
+        // it lets the stripe go.
+        let not_hash = |key: &[u8]| {
+            if !shared.hashes.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            match engine.get(&keys::marker(key)) {
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err(Why::Hash),
+                Err(e) => Err(Why::Fail(engine_err(e))),
+            }
         };
         if !self.on_worker() {
             // The stripe is marked now and the write submitted with the
@@ -552,6 +562,10 @@ impl<'a> Conn<'a> {
             return Err(wrong_type());
         }
         let mut writes = vec![(keys::marker(key), Some(Vec::new()))];
+        if !self.shared.hashes.swap(true, Ordering::SeqCst) {
+            // The first hash: said before its marker, in the same batch.
+            writes.insert(0, (keys::HASHES.to_vec(), Some(b"1".to_vec())));
+        }
         let mut added = 0;
         let mut seen: Vec<&[u8]> = Vec::new();
         for pair in pairs.chunks(2) {

@@ -372,8 +372,9 @@ impl<'a> Loop<'a> {
                     waker: self.notify.waker.clone(),
                 };
                 if self.workers.send(task).is_err() {
-                    c.conn
-                        .job_done(Reply::err("the server is stopping; the command did not run"));
+                    c.conn.job_done(Reply::err(
+                        "the server is stopping; the command did not run",
+                    ));
                 }
             }
             c.conn.progress(false);

@@ -24,6 +24,12 @@ pub enum Kind {
     HashField,
 }
 
+/// An engine key no Redis key maps to (`esc` never writes `00 00`): `1`
+/// once a hash may have been written, `0` while none has. Without it a
+/// plain SET would have to look for a hash marker under its key every
+/// time.
+pub const HASHES: &[u8] = b"\0\0stria:hashes";
+
 const STRING: u8 = b's';
 const MARKER: u8 = b'h';
 const FIELD: u8 = b'i';
@@ -163,6 +169,8 @@ mod tests {
             }
         }
         assert_eq!(decode(b"plain"), None);
+        assert_eq!(decode(HASHES), None);
+        assert!(keys.iter().all(|k| HASHES < marker(k).as_slice()));
         assert_eq!(decode(b"a\0\x01sx"), None);
         assert_eq!(decode(b"a\0\x02s"), None);
     }

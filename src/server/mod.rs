@@ -131,6 +131,9 @@ pub struct Shared {
     stop_cv: Condvar,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    /// A hash may exist ([`keys::HASHES`]); while none does, no command
+    /// looks for a hash marker.
+    pub hashes: AtomicBool,
     /// Bytes connections' request buffers hold beyond their first chunk.
     buffered: AtomicUsize,
 }
@@ -220,6 +223,8 @@ impl Server {
             io::Error::new(e.kind(), format!("cannot listen on {}: {e}", opts.listen))
         })?;
         let local_addr = listener.local_addr()?;
+        let hashes = hashes_written(&engine)
+            .map_err(|e| io::Error::other(format!("reading the engine: {e}")))?;
         let shared = Arc::new(Shared {
             engine,
             // Counted by the server's own command table: the generic list
@@ -239,6 +244,7 @@ impl Server {
             stop_cv: Condvar::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            hashes: AtomicBool::new(hashes),
             buffered: AtomicUsize::new(0),
             opts,
         });
@@ -396,6 +402,20 @@ fn wakeup(addr: SocketAddr) -> SocketAddr {
         });
     }
     a
+}
+
+/// Whether a hash may have been written ([`keys::HASHES`]). An empty
+/// engine says at once that none has; an engine with keys but without the
+/// flag (written before the flag existed) may hold some.
+fn hashes_written(engine: &ServerEngine) -> Result<bool, crate::engine::EngineError> {
+    if let Some(v) = engine.get(keys::HASHES)? {
+        return Ok(v.as_slice() != b"0");
+    }
+    if !engine.scan(&[0], None, 1)?.is_empty() {
+        return Ok(true);
+    }
+    engine.write_batch(&[(keys::HASHES, Some(&b"0"[..]))], Some(Durability::Sync))?;
+    Ok(false)
 }
 
 /// Wakes the loops (which see the stop flag) and waits for them to end.

@@ -788,7 +788,11 @@ fn a_client_that_does_not_read_its_replies_holds_up_no_one_else() {
     let (_dir, s) = start();
     let mut c = s.client();
     let big = "v".repeat(60_000);
-    redis::cmd("SET").arg("big").arg(&big).query::<()>(&mut c).unwrap();
+    redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query::<()>(&mut c)
+        .unwrap();
     // 2,000 GETs of 60 KB: 120 MB of replies the client does not read.
     let mut hog = s.raw();
     let mut req = Vec::new();

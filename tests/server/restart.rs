@@ -87,6 +87,12 @@ fn check(c: &mut Connection) {
         };
         assert_eq!(all, want, "h{h}");
     }
+    // That hashes exist is known after a restart too: a hash is seen as
+    // one by TYPE and by GET.
+    let t: String = redis::cmd("TYPE").arg("h6").query(c).unwrap();
+    assert_eq!(t, "hash");
+    let e = redis::cmd("GET").arg("h6").query::<String>(c).unwrap_err();
+    assert_eq!(e.code(), Some("WRONGTYPE"), "{e}");
     let n: i64 = redis::cmd("GET").arg("counter").query(c).unwrap();
     assert_eq!(n, 37);
     for k in 0..3 {
