@@ -129,6 +129,8 @@ struct Connection<'a> {
     sent: usize,
     /// The socket may have more to read (readiness is edge-triggered).
     readable: bool,
+    /// The client is done sending: answer what it sent, then close.
+    eof: bool,
     /// Replies wait for the socket to drain.
     blocked: bool,
     /// Close once the replies are out.
@@ -284,6 +286,7 @@ impl<'a> Loop<'a> {
                 input: Input::new(&shared.buffered),
                 sent: 0,
                 readable: true,
+                eof: false,
                 blocked: false,
                 closing: false,
                 dead: false,
@@ -427,6 +430,12 @@ fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
                 return false;
             }
             Taken::Busy => return true,
+            // Every whole request the client sent before it was done is
+            // answered; a partial one is not.
+            Taken::Incomplete if c.eof => {
+                c.closing = true;
+                return false;
+            }
             Taken::Incomplete => {}
         }
         // A stopping server answers what it has read and reads no more.
@@ -447,10 +456,8 @@ fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
         };
         match c.stream.read(space) {
             Ok(0) => {
-                // The client is done sending: answer, then close.
                 c.readable = false;
-                c.closing = true;
-                return false;
+                c.eof = true;
             }
             Ok(n) => {
                 reads += 1;

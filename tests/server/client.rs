@@ -840,3 +840,17 @@ fn a_client_that_does_not_read_its_replies_holds_up_no_one_else() {
     }
     assert_eq!(q::<i64>(&mut c, &["GET", "k3-49"]), 50);
 }
+
+#[test]
+fn a_client_that_stops_sending_gets_every_reply_before_the_close() {
+    use std::io::{Read, Write};
+    let (_dir, s) = start();
+    let mut c = s.raw();
+    // The INCR waits for the SET's acknowledgement and the GET for the
+    // INCR's worker; the client has shut its side long before.
+    c.write_all(b"SET a 1\r\nINCR a\r\nGET a\r\nSET b").unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = String::new();
+    c.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "+OK\r\n:2\r\n$1\r\n2\r\n");
+}
