@@ -9,18 +9,15 @@ use super::{Engine, Inner};
 use crate::config::Durability;
 use crate::device::Device;
 use crate::memstore::{entry_bytes, Admission, Inserter, Memstore};
+use crate::record::Record;
 use crate::table::EntryKind;
 use crate::wal::format::RecordOp;
 use crate::wal::Ticket;
 
-/// A write's key and value for the memstore, then for the WAL.
-type Copies = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
-
 /// A write admitted to a memstore, waiting for its WAL acknowledgement
 /// (its ticket is in its group's [`Admission`]).
 struct Admitted {
-    key: Vec<u8>,
-    value: Vec<u8>,
+    record: Record,
     kind: EntryKind,
     bytes: u64,
 }
@@ -431,9 +428,13 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
             .collect();
         self.memory.charge(sizes.iter().sum());
+        // One copy of the keys and values, which the WAL appends and the
+        // memstore keeps share.
+        let records = Record::group(writes.iter().map(|&(k, v)| (k, v.unwrap_or_default())));
+        let mut records = records.into_iter();
         let mut next = 0;
-        // The copies of a write the ring handed back: memstore's, WAL's.
-        let mut held: Option<Copies> = None;
+        // A write the ring handed back.
+        let mut held: Option<Record> = None;
         let mut waited = false;
         // Waiting for ring space as the WAL's own blocking send does: spin
         // and yield a little, then sleep, longer each time.
@@ -467,23 +468,23 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                     Some(_) => (RecordOp::Put, EntryKind::Put),
                     None => (RecordOp::Delete, EntryKind::Delete),
                 };
-                let (mk, mv, wk, wv) = held.take().unwrap_or_else(|| {
-                    let v = value.map_or_else(Vec::new, <[u8]>::to_vec);
-                    (key.to_vec(), v.clone(), key.to_vec(), v)
-                });
-                match self.wal.try_append(op, r as u32, wk, wv, level) {
+                let record = held
+                    .take()
+                    .unwrap_or_else(|| records.next().expect("a record per write"));
+                debug_assert!(record.key() == key && record.value() == value.unwrap_or_default());
+                match self.wal.try_append(op, r as u32, record.clone(), level) {
                     Ok(Ok(t)) => {
                         tickets.push(t);
                         admitted.push(Admitted {
-                            key: mk,
-                            value: mv,
+                            record,
                             kind,
                             bytes: sizes[next],
                         });
                         next += 1;
                     }
-                    Ok(Err((wk, wv))) => {
-                        held = Some((mk, mv, wk, wv));
+                    Ok(Err(refused)) => {
+                        drop(refused);
+                        held = Some(record);
                         full = true;
                         break;
                     }
@@ -537,7 +538,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 }
             }
         };
-        ms.insert(a.key, version, level != Durability::None, a.kind, a.value);
+        ms.insert_record(a.record, version, level != Durability::None, a.kind);
         Ok(version)
     }
 

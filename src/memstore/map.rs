@@ -5,14 +5,18 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crossbeam_skiplist::SkipMap;
+use crossbeam::epoch;
+use crossbeam_skiplist::base::SkipList;
 
+use crate::record::Record;
 use crate::table::{Entry, EntryKind};
 use crate::wal::Ticket;
 
 /// Bytes an entry costs beyond its key and value: the skip-list node
-/// (header and an average tower of 1.33 pointers), the `Vec` headers of
-/// key and value, the version, and allocator rounding.
+/// (header and an average tower of 1.33 pointers), the key's prefix, its
+/// shared record's handle, the version, and allocator rounding. Key and
+/// value now share one buffer per group of writes, so an entry takes less
+/// than this; the charge is kept so that the limit stays conservative.
 pub const ENTRY_OVERHEAD: u64 = 96;
 
 /// What an entry of `key_len` and `value_len` bytes is charged.
@@ -86,23 +90,51 @@ const TRIM_AT: usize = 64;
 ///
 /// `prefix` is the key's first eight bytes, big-endian and zero-padded,
 /// which orders keys as the bytes do (a key that is shorter sorts first on
-/// equal prefixes through `key`). Most comparisons in the skip list end at
-/// it, without following the pointer to the key's bytes: a cache miss
-/// fewer per level of every search.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// equal prefixes through the key's bytes). Most comparisons in the skip
+/// list end at it, without following the pointer to the key's bytes: a
+/// cache miss fewer per level of every search. The key and the value are
+/// the write's [`Record`], shared with the WAL append that logged it.
+#[derive(Clone, Debug)]
 struct Versioned {
     prefix: u64,
-    key: Vec<u8>,
+    record: Record,
     version: Reverse<u64>,
 }
 
 impl Versioned {
-    fn new(key: Vec<u8>, version: u64) -> Versioned {
+    fn new(record: Record, version: u64) -> Versioned {
         Versioned {
-            prefix: prefix(&key),
-            key,
+            prefix: prefix(record.key()),
+            record,
             version: Reverse(version),
         }
+    }
+
+    fn key(&self) -> &[u8] {
+        self.record.key()
+    }
+}
+
+impl PartialEq for Versioned {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Versioned {}
+
+impl PartialOrd for Versioned {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Versioned {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| self.key().cmp(other.key()))
+            .then(self.version.cmp(&other.version))
     }
 }
 
@@ -113,12 +145,6 @@ fn prefix(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
-#[derive(Debug)]
-struct Value {
-    kind: EntryKind,
-    value: Vec<u8>,
-}
-
 /// One region's memstore.
 ///
 /// A version is the LSN of the write; a write at `none` durability, which
@@ -126,7 +152,16 @@ struct Value {
 /// insert with the same version replaces an earlier one.
 pub struct Memstore {
     id: u64,
-    map: SkipMap<Versioned, Value>,
+    /// Used through guards of the default epoch collector: entries are
+    /// read without a reference count per entry, and are only ever taken
+    /// out of the list when a later insert replaces one (then destroyed
+    /// once no guard can see it).
+    map: SkipList<Versioned, EntryKind>,
+    /// Every version inserted, with its key and value bytes: a bound of
+    /// what a flush of it writes.
+    inserted_entries: AtomicU64,
+    inserted_key_bytes: AtomicU64,
+    inserted_value_bytes: AtomicU64,
     /// Charged bytes: inserted entries plus admitted writes not yet inserted.
     bytes: AtomicU64,
     /// Writes admitted to this memstore whose insert has not happened yet.
@@ -158,7 +193,10 @@ impl Memstore {
     pub fn new(id: u64, floor: u64) -> Memstore {
         Memstore {
             id,
-            map: SkipMap::new(),
+            map: SkipList::new(epoch::default_collector().clone()),
+            inserted_entries: AtomicU64::new(0),
+            inserted_key_bytes: AtomicU64::new(0),
+            inserted_value_bytes: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             max_lsn: AtomicU64::new(0),
@@ -223,11 +261,34 @@ impl Memstore {
         kind: EntryKind,
         value: Vec<u8>,
     ) {
+        self.insert_record(Record::new(&key, &value), version, logged, kind);
+    }
+
+    /// As [`Memstore::insert`], for a write whose key and value are a
+    /// shared record.
+    pub fn insert_record(&self, record: Record, version: u64, logged: bool, kind: EntryKind) {
         if logged && version > self.max_lsn.load(Ordering::Relaxed) {
             self.max_lsn.fetch_max(version, Ordering::SeqCst);
         }
+        self.inserted_entries.fetch_add(1, Ordering::Relaxed);
+        self.inserted_key_bytes
+            .fetch_add(record.key_len() as u64, Ordering::Relaxed);
+        self.inserted_value_bytes
+            .fetch_add(record.value_len() as u64, Ordering::Relaxed);
+        let guard = &epoch::pin();
         self.map
-            .insert(Versioned::new(key, version), Value { kind, value });
+            .insert(Versioned::new(record, version), kind, guard)
+            .release(guard);
+    }
+
+    /// Versions inserted so far and their key and value bytes: at least
+    /// what the newest versions alone hold.
+    pub fn inserted_totals(&self) -> (u64, u64, u64) {
+        (
+            self.inserted_entries.load(Ordering::Relaxed),
+            self.inserted_key_bytes.load(Ordering::Relaxed),
+            self.inserted_value_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// Charges bytes without a pending write (replay inserts at once).
@@ -237,13 +298,14 @@ impl Memstore {
 
     /// The newest version of `key`, a tombstone included.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        let probe = Versioned::new(key.to_vec(), u64::MAX);
-        let e = self.map.lower_bound(Bound::Included(&probe))?;
-        (e.key().key == key).then(|| Entry {
+        let probe = Versioned::new(Record::new(key, &[]), u64::MAX);
+        let guard = &epoch::pin();
+        let e = self.map.lower_bound(Bound::Included(&probe), guard)?;
+        (e.key().key() == key).then(|| Entry {
             key: key.to_vec(),
             lsn: e.key().version.0,
-            kind: e.value().kind,
-            value: e.value().value.clone(),
+            kind: *e.value(),
+            value: e.key().record.value().to_vec(),
         })
     }
 
@@ -256,32 +318,33 @@ impl Memstore {
         to: Option<&[u8]>,
         max: usize,
     ) -> Vec<Entry> {
-        let probe = Versioned::new(from.to_vec(), if after { 0 } else { u64::MAX });
+        let probe = Versioned::new(Record::new(from, &[]), if after { 0 } else { u64::MAX });
         let start = if after {
             Bound::Excluded(probe)
         } else {
             Bound::Included(probe)
         };
         let mut out: Vec<Entry> = Vec::new();
-        for e in self.map.range((start, Bound::Unbounded)) {
-            let k = &e.key().key;
-            if to.is_some_and(|to| k.as_slice() >= to) {
+        let guard = &epoch::pin();
+        for e in self.map.range((start, Bound::Unbounded), guard) {
+            let k = e.key().key();
+            if to.is_some_and(|to| k >= to) {
                 break;
             }
-            if after && k.as_slice() == from {
+            if after && k == from {
                 continue;
             }
-            if out.last().is_some_and(|last| last.key == *k) {
+            if out.last().is_some_and(|last| last.key == k) {
                 continue;
             }
             if out.len() == max {
                 break;
             }
             out.push(Entry {
-                key: k.clone(),
+                key: k.to_vec(),
                 lsn: e.key().version.0,
-                kind: e.value().kind,
-                value: e.value().value.clone(),
+                kind: *e.value(),
+                value: e.key().record.value().to_vec(),
             });
         }
         out
@@ -302,19 +365,19 @@ impl Memstore {
         upto: u64,
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut prev: Option<crossbeam_skiplist::map::Entry<'_, Versioned, Value>> = None;
-        for e in self.map.iter() {
-            if e.key().version.0 > upto || prev.as_ref().is_some_and(|p| p.key().key == e.key().key)
+        // One guard for the whole walk: no reference count per entry. It
+        // only holds back the destruction of entries replaced meanwhile.
+        let guard = &epoch::pin();
+        let mut prev: Option<&Versioned> = None;
+        for e in self.map.iter(guard) {
+            let v = e.key();
+            if v.version.0 > upto
+                || prev.is_some_and(|p| p.prefix == v.prefix && p.key() == v.key())
             {
                 continue;
             }
-            f(
-                &e.key().key,
-                e.key().version.0,
-                e.value().kind,
-                &e.value().value,
-            )?;
-            prev = Some(e);
+            f(v.key(), v.version.0, *e.value(), v.record.value())?;
+            prev = Some(v);
         }
         Ok(())
     }

@@ -12,9 +12,10 @@
 //!
 //! Accounting is exact in what it counts and conservative in what it
 //! cannot see: an entry costs its key, its value and [`ENTRY_OVERHEAD`]
-//! bytes (the skip-list node with its tower, the two `Vec` headers and the
-//! allocator's rounding), and a write is charged when it is admitted,
-//! before its WAL append, so bytes on their way to the memstore count too.
+//! bytes (the skip-list node with its tower, the handle of the shared
+//! record that holds key and value, and the allocator's rounding), and a
+//! write is charged when it is admitted, before its WAL append, so bytes
+//! on their way to the memstore count too.
 
 mod limit;
 mod map;
