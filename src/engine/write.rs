@@ -155,32 +155,44 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
             }
         };
         let mut high = 0;
+        let logged = self.level != Durability::None;
+        let mut run: Vec<(Record, u64, EntryKind)> = Vec::new();
         'groups: for g in guard.iter_mut() {
-            let mut n = 0;
-            while let Some(t) = g.admission.tickets().get(g.admission.inserted()) {
-                if !wait && !t.is_done() {
-                    if n > 0 {
-                        g.ms.inserted(n);
+            // Runs of writes in LSN order: the next one (waited for when
+            // `wait`) and every one after it already acknowledged, inserted
+            // together under one lock of the memstore.
+            loop {
+                let tickets = &g.admission.tickets()[g.admission.inserted()..];
+                let mut n = 0;
+                for t in tickets {
+                    if !t.is_done() && (n > 0 || !wait) {
+                        break;
+                    }
+                    let a = g.writes.next().expect("a write per ticket");
+                    match self.inner.acknowledged(&g.ms, t, a.bytes, self.level) {
+                        Ok(version) => {
+                            high = high.max(version);
+                            run.push((a.record, version, a.kind));
+                        }
+                        Err(e) => {
+                            self.failed
+                                .lock()
+                                .expect("in-flight lock")
+                                .get_or_insert(e.to_string());
+                        }
+                    }
+                    n += 1;
+                }
+                if n == 0 {
+                    if tickets.is_empty() {
+                        break;
                     }
                     break 'groups;
                 }
-                let a = g.writes.next().expect("a write per ticket");
-                match self.inner.complete(&g.ms, t, a, self.level) {
-                    Ok(version) => high = high.max(version),
-                    Err(e) => {
-                        self.failed
-                            .lock()
-                            .expect("in-flight lock")
-                            .get_or_insert(e.to_string());
-                    }
-                }
-                g.admission.advance();
-                n += 1;
-            }
-            // The group's writes inserted in this turn end their pending
-            // state at once.
-            if n > 0 {
-                g.ms.inserted(n);
+                g.ms.insert_records(&mut run, logged);
+                g.admission.advance_by(n);
+                // The run's writes end their pending state at once.
+                g.ms.inserted(n as u64);
             }
         }
         guard.retain(|g| !g.writes.as_slice().is_empty());
@@ -515,14 +527,14 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         Ok(())
     }
 
-    /// Waits for the acknowledgement and inserts the write, returning its
-    /// version; the caller ends the pending state with
+    /// Waits for the acknowledgement of a write of `bytes` and returns its
+    /// version; the caller inserts it and ends the pending state with
     /// [`Memstore::inserted`]. On a WAL error, gives its charge back.
-    fn complete(
+    fn acknowledged(
         &self,
         ms: &Memstore,
         ticket: &Ticket,
-        a: Admitted,
+        bytes: u64,
         level: Durability,
     ) -> Result<u64> {
         let version = if level == Durability::None {
@@ -531,14 +543,13 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             match ticket.wait() {
                 Ok(lsn) => lsn,
                 Err(e) => {
-                    ms.cancel(0, a.bytes);
-                    self.memory.release(a.bytes);
+                    ms.cancel(0, bytes);
+                    self.memory.release(bytes);
                     self.fail(format!("WAL: {e}"));
                     return Err(e.into());
                 }
             }
         };
-        ms.insert_record(a.record, version, level != Durability::None, a.kind);
         Ok(version)
     }
 

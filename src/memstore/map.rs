@@ -5,8 +5,8 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crossbeam::epoch;
-use crossbeam_skiplist::base::SkipList;
+use std::collections::BTreeMap;
+use std::sync::RwLock;
 
 use crate::record::Record;
 use crate::table::{Entry, EntryKind};
@@ -64,7 +64,13 @@ impl Admission {
     /// The next write is inserted (or failed): call after the insert, so
     /// whoever sees the count sees the entry.
     pub fn advance(&self) {
-        self.inserted.fetch_add(1, Ordering::Release);
+        self.advance_by(1);
+    }
+
+    /// The next `n` writes are inserted (or failed), as
+    /// [`Admission::advance`].
+    pub fn advance_by(&self, n: usize) {
+        self.inserted.fetch_add(n, Ordering::Release);
     }
 
     fn is_done(&self) -> bool {
@@ -152,11 +158,16 @@ fn prefix(key: &[u8]) -> u64 {
 /// insert with the same version replaces an earlier one.
 pub struct Memstore {
     id: u64,
-    /// Used through guards of the default epoch collector: entries are
-    /// read without a reference count per entry, and are only ever taken
-    /// out of the list when a later insert replaces one (then destroyed
-    /// once no guard can see it).
-    map: SkipList<Versioned, EntryKind>,
+    /// A B-tree behind a reader-writer lock. Each insert holds the write
+    /// lock for one B-tree insert; gets and scans hold the read lock while
+    /// they copy entries out, a flush while it walks the memstore (its
+    /// writes are all in by then, but for a pass up to an LSN of a full
+    /// log: then writes above that LSN wait for the pass). A B-tree keeps
+    /// a dozen keys side by side per node: an insert or a lookup visits a
+    /// handful of nodes where a skip list of as many entries took a cache
+    /// miss for each of some thirty towers, and a walk reads keys in
+    /// order from the same nodes.
+    map: RwLock<BTreeMap<Versioned, EntryKind>>,
     /// Every version inserted, with its key and value bytes: a bound of
     /// what a flush of it writes.
     inserted_entries: AtomicU64,
@@ -193,7 +204,7 @@ impl Memstore {
     pub fn new(id: u64, floor: u64) -> Memstore {
         Memstore {
             id,
-            map: SkipList::new(epoch::default_collector().clone()),
+            map: RwLock::new(BTreeMap::new()),
             inserted_entries: AtomicU64::new(0),
             inserted_key_bytes: AtomicU64::new(0),
             inserted_value_bytes: AtomicU64::new(0),
@@ -267,18 +278,43 @@ impl Memstore {
     /// As [`Memstore::insert`], for a write whose key and value are a
     /// shared record.
     pub fn insert_record(&self, record: Record, version: u64, logged: bool, kind: EntryKind) {
-        if logged && version > self.max_lsn.load(Ordering::Relaxed) {
-            self.max_lsn.fetch_max(version, Ordering::SeqCst);
+        self.insert_records(&mut vec![(record, version, kind)], logged);
+    }
+
+    /// Inserts the writes `(record, version, kind)` of `run`, in order,
+    /// under one lock of the map, and empties `run`.
+    pub fn insert_records(&self, run: &mut Vec<(Record, u64, EntryKind)>, logged: bool) {
+        if run.is_empty() {
+            return;
         }
-        self.inserted_entries.fetch_add(1, Ordering::Relaxed);
-        self.inserted_key_bytes
-            .fetch_add(record.key_len() as u64, Ordering::Relaxed);
+        let (mut max, mut keys, mut values) = (0, 0, 0);
+        let entries: Vec<(Versioned, EntryKind)> = run
+            .drain(..)
+            .map(|(record, version, kind)| {
+                max = max.max(version);
+                keys += record.key_len() as u64;
+                values += record.value_len() as u64;
+                (Versioned::new(record, version), kind)
+            })
+            .collect();
+        if logged && max > self.max_lsn.load(Ordering::Relaxed) {
+            self.max_lsn.fetch_max(max, Ordering::SeqCst);
+        }
+        // Counted before they are in (see `is_empty`).
+        self.inserted_entries
+            .fetch_add(entries.len() as u64, Ordering::Release);
+        self.inserted_key_bytes.fetch_add(keys, Ordering::Relaxed);
         self.inserted_value_bytes
-            .fetch_add(record.value_len() as u64, Ordering::Relaxed);
-        let guard = &epoch::pin();
-        self.map
-            .insert(Versioned::new(record, version), kind, guard)
-            .release(guard);
+            .fetch_add(values, Ordering::Relaxed);
+        let mut map = self.map.write().expect("memstore lock");
+        for (entry, kind) in entries {
+            if !logged {
+                // Unlogged writes share a version: the later one replaces
+                // the earlier, record (key and value) and all.
+                map.remove(&entry);
+            }
+            map.insert(entry, kind);
+        }
     }
 
     /// Versions inserted so far and their key and value bytes: at least
@@ -299,13 +335,15 @@ impl Memstore {
     /// The newest version of `key`, a tombstone included.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
         let probe = Versioned::new(Record::new(key, &[]), u64::MAX);
-        let guard = &epoch::pin();
-        let e = self.map.lower_bound(Bound::Included(&probe), guard)?;
-        (e.key().key() == key).then(|| Entry {
+        let map = self.map.read().expect("memstore lock");
+        let (v, kind) = map
+            .range((Bound::Included(&probe), Bound::Unbounded))
+            .next()?;
+        (v.key() == key).then(|| Entry {
             key: key.to_vec(),
-            lsn: e.key().version.0,
-            kind: *e.value(),
-            value: e.key().record.value().to_vec(),
+            lsn: v.version.0,
+            kind: *kind,
+            value: v.record.value().to_vec(),
         })
     }
 
@@ -325,9 +363,9 @@ impl Memstore {
             Bound::Included(probe)
         };
         let mut out: Vec<Entry> = Vec::new();
-        let guard = &epoch::pin();
-        for e in self.map.range((start, Bound::Unbounded), guard) {
-            let k = e.key().key();
+        let map = self.map.read().expect("memstore lock");
+        for (v, kind) in map.range((start, Bound::Unbounded)) {
+            let k = v.key();
             if to.is_some_and(|to| k >= to) {
                 break;
             }
@@ -342,9 +380,9 @@ impl Memstore {
             }
             out.push(Entry {
                 key: k.to_vec(),
-                lsn: e.key().version.0,
-                kind: *e.value(),
-                value: e.key().record.value().to_vec(),
+                lsn: v.version.0,
+                kind: *kind,
+                value: v.record.value().to_vec(),
             });
         }
         out
@@ -365,18 +403,15 @@ impl Memstore {
         upto: u64,
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        // One guard for the whole walk: no reference count per entry. It
-        // only holds back the destruction of entries replaced meanwhile.
-        let guard = &epoch::pin();
+        let map = self.map.read().expect("memstore lock");
         let mut prev: Option<&Versioned> = None;
-        for e in self.map.iter(guard) {
-            let v = e.key();
+        for (v, kind) in map.iter() {
             if v.version.0 > upto
                 || prev.is_some_and(|p| p.prefix == v.prefix && p.key() == v.key())
             {
                 continue;
             }
-            f(v.key(), v.version.0, *e.value(), v.record.value())?;
+            f(v.key(), v.version.0, *kind, v.record.value())?;
             prev = Some(v);
         }
         Ok(())
@@ -413,11 +448,14 @@ impl Memstore {
 
     /// True when nothing was ever admitted or inserted.
     pub fn is_unused(&self) -> bool {
-        self.pending() == 0 && self.map.is_empty()
+        self.pending() == 0 && self.is_empty()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        // Entries are only ever replaced, never removed, and counted before
+        // they are in: by the time a writer ends its pending state, its
+        // entry is counted here.
+        self.inserted_entries.load(Ordering::Acquire) == 0
     }
 
     /// The highest LSN of a logged write inserted (0: none).
@@ -453,7 +491,7 @@ impl Memstore {
     pub fn stats(&self) -> MemstoreStats {
         MemstoreStats {
             bytes: self.bytes(),
-            entries: self.map.len() as u64,
+            entries: self.map.read().expect("memstore lock").len() as u64,
             pending: self.pending(),
             max_lsn: self.max_lsn(),
         }
@@ -503,6 +541,50 @@ mod tests {
         .unwrap();
         assert_eq!(seen, keys);
         assert_eq!(m.max_lsn(), 9);
+    }
+
+    #[test]
+    fn an_unlogged_write_replaces_one_of_the_same_version_value_and_all() {
+        let m = Memstore::new(1, 0);
+        assert!(m.is_empty());
+        m.insert(b"k".to_vec(), 4, false, EntryKind::Put, b"old".to_vec());
+        m.insert(b"k".to_vec(), 4, false, EntryKind::Put, b"newer".to_vec());
+        assert!(!m.is_empty());
+        assert_eq!(m.stats().entries, 1);
+        assert_eq!(m.get(b"k").unwrap().value, b"newer");
+        // Unlogged writes leave the highest logged LSN alone.
+        assert_eq!(m.max_lsn(), 0);
+    }
+
+    #[test]
+    fn a_run_of_records_goes_in_at_once_in_order() {
+        let m = Memstore::new(1, 0);
+        let recs =
+            Record::group([(&b"b"[..], &b"b1"[..]), (b"a", b"a1"), (b"b", b"b2")].into_iter());
+        let mut run: Vec<(Record, u64, EntryKind)> = recs
+            .into_iter()
+            .zip([5, 6, 7])
+            .map(|(r, v)| (r, v, EntryKind::Put))
+            .collect();
+        m.insert_records(&mut run, true);
+        assert!(run.is_empty());
+        assert_eq!(m.max_lsn(), 7);
+        assert_eq!(m.inserted_totals(), (3, 3, 6));
+        assert_eq!(m.get(b"b").unwrap().value, b"b2");
+        assert_eq!(m.get(b"a").unwrap().lsn, 6);
+        let mut seen = Vec::new();
+        m.for_each_newest::<()>(|k, v, _, val| {
+            seen.push((k.to_vec(), v, val.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (b"a".to_vec(), 6, b"a1".to_vec()),
+                (b"b".to_vec(), 7, b"b2".to_vec())
+            ]
+        );
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! memory accounting, and the global limit that makes writers wait.
 //!
 //! - [`Memstore`]: one region's map of `(key, version)` to a value or a
-//!   tombstone. Concurrent (a lock-free skip list): writers insert once
-//!   their WAL append is acknowledged, readers look up and iterate at the
-//!   same time, a flush reactor iterates it once it is frozen.
+//!   tombstone: a B-tree behind a reader-writer lock. Writers insert runs
+//!   of writes once their WAL appends are acknowledged, readers look up
+//!   and iterate under the read lock, a flush reactor walks it once it is
+//!   frozen. Keys and values are the writes' shared records
+//!   ([`crate::record`]).
 //! - [`Memory`]: the bytes of every memstore together, and the blocking of
 //!   writers above `global-limit` until the total is below
 //!   `low-water × global-limit`.
