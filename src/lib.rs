@@ -24,6 +24,7 @@ pub mod engine;
 pub mod layout;
 pub mod memstore;
 pub mod reactor;
+pub mod record;
 pub mod server;
 pub mod table;
 pub mod wal;

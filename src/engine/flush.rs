@@ -375,15 +375,23 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         upto: u64,
         lsn: u64,
     ) -> Result<MemstoreFile<D>> {
-        // What the file will hold: the newest version of each key.
-        let (mut entries, mut key_bytes, mut value_bytes) = (0u64, 0u64, 0u64);
-        ms.for_each_newest_upto::<()>(upto, |k, _, _, v| {
-            entries += 1;
-            key_bytes += k.len() as u64;
-            value_bytes += v.len() as u64;
-            Ok(())
-        })
-        .expect("counting cannot fail");
+        // A bound of what the file will hold (the newest version of each
+        // key): for a whole memstore, whose writes are all inserted, every
+        // version it holds, counted as they were inserted, without a pass
+        // over the map; for a pass up to an LSN, the versions in range.
+        let (entries, key_bytes, value_bytes) = if upto == u64::MAX {
+            ms.inserted_totals()
+        } else {
+            let (mut entries, mut key_bytes, mut value_bytes) = (0u64, 0u64, 0u64);
+            ms.for_each_newest_upto::<()>(upto, |k, _, _, v| {
+                entries += 1;
+                key_bytes += k.len() as u64;
+                value_bytes += v.len() as u64;
+                Ok(())
+            })
+            .expect("counting cannot fail");
+            (entries, key_bytes, value_bytes)
+        };
         if entries == 0 {
             // The mark is recorded all the same: the log must hold it.
             return Ok(match self.wait_durable(lsn)? {

@@ -9,18 +9,15 @@ use super::{Engine, Inner};
 use crate::config::Durability;
 use crate::device::Device;
 use crate::memstore::{entry_bytes, Admission, Inserter, Memstore};
+use crate::record::Record;
 use crate::table::EntryKind;
 use crate::wal::format::RecordOp;
 use crate::wal::Ticket;
 
-/// A write's key and value for the memstore, then for the WAL.
-type Copies = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
-
 /// A write admitted to a memstore, waiting for its WAL acknowledgement
 /// (its ticket is in its group's [`Admission`]).
 struct Admitted {
-    key: Vec<u8>,
-    value: Vec<u8>,
+    record: Record,
     kind: EntryKind,
     bytes: u64,
 }
@@ -158,32 +155,44 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
             }
         };
         let mut high = 0;
+        let logged = self.level != Durability::None;
+        let mut run: Vec<(Record, u64, EntryKind)> = Vec::new();
         'groups: for g in guard.iter_mut() {
-            let mut n = 0;
-            while let Some(t) = g.admission.tickets().get(g.admission.inserted()) {
-                if !wait && !t.is_done() {
-                    if n > 0 {
-                        g.ms.inserted(n);
+            // Runs of writes in LSN order: the next one (waited for when
+            // `wait`) and every one after it already acknowledged, inserted
+            // together under one lock of the memstore.
+            loop {
+                let tickets = &g.admission.tickets()[g.admission.inserted()..];
+                let mut n = 0;
+                for t in tickets {
+                    if !t.is_done() && (n > 0 || !wait) {
+                        break;
+                    }
+                    let a = g.writes.next().expect("a write per ticket");
+                    match self.inner.acknowledged(&g.ms, t, a.bytes, self.level) {
+                        Ok(version) => {
+                            high = high.max(version);
+                            run.push((a.record, version, a.kind));
+                        }
+                        Err(e) => {
+                            self.failed
+                                .lock()
+                                .expect("in-flight lock")
+                                .get_or_insert(e.to_string());
+                        }
+                    }
+                    n += 1;
+                }
+                if n == 0 {
+                    if tickets.is_empty() {
+                        break;
                     }
                     break 'groups;
                 }
-                let a = g.writes.next().expect("a write per ticket");
-                match self.inner.complete(&g.ms, t, a, self.level) {
-                    Ok(version) => high = high.max(version),
-                    Err(e) => {
-                        self.failed
-                            .lock()
-                            .expect("in-flight lock")
-                            .get_or_insert(e.to_string());
-                    }
-                }
-                g.admission.advance();
-                n += 1;
-            }
-            // The group's writes inserted in this turn end their pending
-            // state at once.
-            if n > 0 {
-                g.ms.inserted(n);
+                g.ms.insert_records(&mut run, logged);
+                g.admission.advance_by(n);
+                // The run's writes end their pending state at once.
+                g.ms.inserted(n as u64);
             }
         }
         guard.retain(|g| !g.writes.as_slice().is_empty());
@@ -441,9 +450,13 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
             .collect();
         self.memory.charge(sizes.iter().sum());
+        // One copy of the keys and values, which the WAL appends and the
+        // memstore keeps share.
+        let records = Record::group(writes.iter().map(|&(k, v)| (k, v.unwrap_or_default())));
+        let mut records = records.into_iter();
         let mut next = 0;
-        // The copies of a write the ring handed back: memstore's, WAL's.
-        let mut held: Option<Copies> = None;
+        // A write the ring handed back.
+        let mut held: Option<Record> = None;
         let mut waited = false;
         // Waiting for ring space as the WAL's own blocking send does: spin
         // and yield a little, then sleep, longer each time.
@@ -477,23 +490,23 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                     Some(_) => (RecordOp::Put, EntryKind::Put),
                     None => (RecordOp::Delete, EntryKind::Delete),
                 };
-                let (mk, mv, wk, wv) = held.take().unwrap_or_else(|| {
-                    let v = value.map_or_else(Vec::new, <[u8]>::to_vec);
-                    (key.to_vec(), v.clone(), key.to_vec(), v)
-                });
-                match self.wal.try_append(op, r as u32, wk, wv, level) {
+                let record = held
+                    .take()
+                    .unwrap_or_else(|| records.next().expect("a record per write"));
+                debug_assert!(record.key() == key && record.value() == value.unwrap_or_default());
+                match self.wal.try_append(op, r as u32, record.clone(), level) {
                     Ok(Ok(t)) => {
                         tickets.push(t);
                         admitted.push(Admitted {
-                            key: mk,
-                            value: mv,
+                            record,
                             kind,
                             bytes: sizes[next],
                         });
                         next += 1;
                     }
-                    Ok(Err((wk, wv))) => {
-                        held = Some((mk, mv, wk, wv));
+                    Ok(Err(refused)) => {
+                        drop(refused);
+                        held = Some(record);
                         full = true;
                         break;
                     }
@@ -524,14 +537,14 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         Ok(())
     }
 
-    /// Waits for the acknowledgement and inserts the write, returning its
-    /// version; the caller ends the pending state with
+    /// Waits for the acknowledgement of a write of `bytes` and returns its
+    /// version; the caller inserts it and ends the pending state with
     /// [`Memstore::inserted`]. On a WAL error, gives its charge back.
-    fn complete(
+    fn acknowledged(
         &self,
         ms: &Memstore,
         ticket: &Ticket,
-        a: Admitted,
+        bytes: u64,
         level: Durability,
     ) -> Result<u64> {
         let version = if level == Durability::None {
@@ -540,14 +553,13 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             match ticket.wait() {
                 Ok(lsn) => lsn,
                 Err(e) => {
-                    ms.cancel(0, a.bytes);
-                    self.memory.release(a.bytes);
+                    ms.cancel(0, bytes);
+                    self.memory.release(bytes);
                     self.fail(format!("WAL: {e}"));
                     return Err(e.into());
                 }
             }
         };
-        ms.insert(a.key, version, level != Durability::None, a.kind, a.value);
         Ok(version)
     }
 

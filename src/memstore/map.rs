@@ -5,14 +5,18 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crossbeam_skiplist::SkipMap;
+use std::collections::BTreeMap;
+use std::sync::RwLock;
 
+use crate::record::Record;
 use crate::table::{Entry, EntryKind};
 use crate::wal::Ticket;
 
 /// Bytes an entry costs beyond its key and value: the skip-list node
-/// (header and an average tower of 1.33 pointers), the `Vec` headers of
-/// key and value, the version, and allocator rounding.
+/// (header and an average tower of 1.33 pointers), the key's prefix, its
+/// shared record's handle, the version, and allocator rounding. Key and
+/// value now share one buffer per group of writes, so an entry takes less
+/// than this; the charge is kept so that the limit stays conservative.
 pub const ENTRY_OVERHEAD: u64 = 96;
 
 /// What an entry of `key_len` and `value_len` bytes is charged.
@@ -60,7 +64,13 @@ impl Admission {
     /// The next write is inserted (or failed): call after the insert, so
     /// whoever sees the count sees the entry.
     pub fn advance(&self) {
-        self.inserted.fetch_add(1, Ordering::Release);
+        self.advance_by(1);
+    }
+
+    /// The next `n` writes are inserted (or failed), as
+    /// [`Admission::advance`].
+    pub fn advance_by(&self, n: usize) {
+        self.inserted.fetch_add(n, Ordering::Release);
     }
 
     fn is_done(&self) -> bool {
@@ -86,23 +96,51 @@ const TRIM_AT: usize = 64;
 ///
 /// `prefix` is the key's first eight bytes, big-endian and zero-padded,
 /// which orders keys as the bytes do (a key that is shorter sorts first on
-/// equal prefixes through `key`). Most comparisons in the skip list end at
-/// it, without following the pointer to the key's bytes: a cache miss
-/// fewer per level of every search.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// equal prefixes through the key's bytes). Most comparisons in the skip
+/// list end at it, without following the pointer to the key's bytes: a
+/// cache miss fewer per level of every search. The key and the value are
+/// the write's [`Record`], shared with the WAL append that logged it.
+#[derive(Clone, Debug)]
 struct Versioned {
     prefix: u64,
-    key: Vec<u8>,
+    record: Record,
     version: Reverse<u64>,
 }
 
 impl Versioned {
-    fn new(key: Vec<u8>, version: u64) -> Versioned {
+    fn new(record: Record, version: u64) -> Versioned {
         Versioned {
-            prefix: prefix(&key),
-            key,
+            prefix: prefix(record.key()),
+            record,
             version: Reverse(version),
         }
+    }
+
+    fn key(&self) -> &[u8] {
+        self.record.key()
+    }
+}
+
+impl PartialEq for Versioned {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Versioned {}
+
+impl PartialOrd for Versioned {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Versioned {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| self.key().cmp(other.key()))
+            .then(self.version.cmp(&other.version))
     }
 }
 
@@ -113,12 +151,6 @@ fn prefix(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
-#[derive(Debug)]
-struct Value {
-    kind: EntryKind,
-    value: Vec<u8>,
-}
-
 /// One region's memstore.
 ///
 /// A version is the LSN of the write; a write at `none` durability, which
@@ -126,7 +158,21 @@ struct Value {
 /// insert with the same version replaces an earlier one.
 pub struct Memstore {
     id: u64,
-    map: SkipMap<Versioned, Value>,
+    /// A B-tree behind a reader-writer lock. Each insert holds the write
+    /// lock for one B-tree insert; gets and scans hold the read lock while
+    /// they copy entries out, a flush while it walks the memstore (its
+    /// writes are all in by then, but for a pass up to an LSN of a full
+    /// log: then writes above that LSN wait for the pass). A B-tree keeps
+    /// a dozen keys side by side per node: an insert or a lookup visits a
+    /// handful of nodes where a skip list of as many entries took a cache
+    /// miss for each of some thirty towers, and a walk reads keys in
+    /// order from the same nodes.
+    map: RwLock<BTreeMap<Versioned, EntryKind>>,
+    /// Every version inserted, with its key and value bytes: a bound of
+    /// what a flush of it writes.
+    inserted_entries: AtomicU64,
+    inserted_key_bytes: AtomicU64,
+    inserted_value_bytes: AtomicU64,
     /// Charged bytes: inserted entries plus admitted writes not yet inserted.
     bytes: AtomicU64,
     /// Writes admitted to this memstore whose insert has not happened yet.
@@ -158,7 +204,10 @@ impl Memstore {
     pub fn new(id: u64, floor: u64) -> Memstore {
         Memstore {
             id,
-            map: SkipMap::new(),
+            map: RwLock::new(BTreeMap::new()),
+            inserted_entries: AtomicU64::new(0),
+            inserted_key_bytes: AtomicU64::new(0),
+            inserted_value_bytes: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             max_lsn: AtomicU64::new(0),
@@ -223,11 +272,59 @@ impl Memstore {
         kind: EntryKind,
         value: Vec<u8>,
     ) {
-        if logged && version > self.max_lsn.load(Ordering::Relaxed) {
-            self.max_lsn.fetch_max(version, Ordering::SeqCst);
+        self.insert_record(Record::new(&key, &value), version, logged, kind);
+    }
+
+    /// As [`Memstore::insert`], for a write whose key and value are a
+    /// shared record.
+    pub fn insert_record(&self, record: Record, version: u64, logged: bool, kind: EntryKind) {
+        self.insert_records(&mut vec![(record, version, kind)], logged);
+    }
+
+    /// Inserts the writes `(record, version, kind)` of `run`, in order,
+    /// under one lock of the map, and empties `run`.
+    pub fn insert_records(&self, run: &mut Vec<(Record, u64, EntryKind)>, logged: bool) {
+        if run.is_empty() {
+            return;
         }
-        self.map
-            .insert(Versioned::new(key, version), Value { kind, value });
+        let (mut max, mut keys, mut values) = (0, 0, 0);
+        let entries: Vec<(Versioned, EntryKind)> = run
+            .drain(..)
+            .map(|(record, version, kind)| {
+                max = max.max(version);
+                keys += record.key_len() as u64;
+                values += record.value_len() as u64;
+                (Versioned::new(record, version), kind)
+            })
+            .collect();
+        if logged && max > self.max_lsn.load(Ordering::Relaxed) {
+            self.max_lsn.fetch_max(max, Ordering::SeqCst);
+        }
+        // Counted before they are in (see `is_empty`).
+        self.inserted_entries
+            .fetch_add(entries.len() as u64, Ordering::Release);
+        self.inserted_key_bytes.fetch_add(keys, Ordering::Relaxed);
+        self.inserted_value_bytes
+            .fetch_add(values, Ordering::Relaxed);
+        let mut map = self.map.write().expect("memstore lock");
+        for (entry, kind) in entries {
+            if !logged {
+                // Unlogged writes share a version: the later one replaces
+                // the earlier, record (key and value) and all.
+                map.remove(&entry);
+            }
+            map.insert(entry, kind);
+        }
+    }
+
+    /// Versions inserted so far and their key and value bytes: at least
+    /// what the newest versions alone hold.
+    pub fn inserted_totals(&self) -> (u64, u64, u64) {
+        (
+            self.inserted_entries.load(Ordering::Relaxed),
+            self.inserted_key_bytes.load(Ordering::Relaxed),
+            self.inserted_value_bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// Charges bytes without a pending write (replay inserts at once).
@@ -237,13 +334,16 @@ impl Memstore {
 
     /// The newest version of `key`, a tombstone included.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        let probe = Versioned::new(key.to_vec(), u64::MAX);
-        let e = self.map.lower_bound(Bound::Included(&probe))?;
-        (e.key().key == key).then(|| Entry {
+        let probe = Versioned::new(Record::new(key, &[]), u64::MAX);
+        let map = self.map.read().expect("memstore lock");
+        let (v, kind) = map
+            .range((Bound::Included(&probe), Bound::Unbounded))
+            .next()?;
+        (v.key() == key).then(|| Entry {
             key: key.to_vec(),
-            lsn: e.key().version.0,
-            kind: e.value().kind,
-            value: e.value().value.clone(),
+            lsn: v.version.0,
+            kind: *kind,
+            value: v.record.value().to_vec(),
         })
     }
 
@@ -256,32 +356,33 @@ impl Memstore {
         to: Option<&[u8]>,
         max: usize,
     ) -> Vec<Entry> {
-        let probe = Versioned::new(from.to_vec(), if after { 0 } else { u64::MAX });
+        let probe = Versioned::new(Record::new(from, &[]), if after { 0 } else { u64::MAX });
         let start = if after {
             Bound::Excluded(probe)
         } else {
             Bound::Included(probe)
         };
         let mut out: Vec<Entry> = Vec::new();
-        for e in self.map.range((start, Bound::Unbounded)) {
-            let k = &e.key().key;
-            if to.is_some_and(|to| k.as_slice() >= to) {
+        let map = self.map.read().expect("memstore lock");
+        for (v, kind) in map.range((start, Bound::Unbounded)) {
+            let k = v.key();
+            if to.is_some_and(|to| k >= to) {
                 break;
             }
-            if after && k.as_slice() == from {
+            if after && k == from {
                 continue;
             }
-            if out.last().is_some_and(|last| last.key == *k) {
+            if out.last().is_some_and(|last| last.key == k) {
                 continue;
             }
             if out.len() == max {
                 break;
             }
             out.push(Entry {
-                key: k.clone(),
-                lsn: e.key().version.0,
-                kind: e.value().kind,
-                value: e.value().value.clone(),
+                key: k.to_vec(),
+                lsn: v.version.0,
+                kind: *kind,
+                value: v.record.value().to_vec(),
             });
         }
         out
@@ -302,19 +403,16 @@ impl Memstore {
         upto: u64,
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut prev: Option<crossbeam_skiplist::map::Entry<'_, Versioned, Value>> = None;
-        for e in self.map.iter() {
-            if e.key().version.0 > upto || prev.as_ref().is_some_and(|p| p.key().key == e.key().key)
+        let map = self.map.read().expect("memstore lock");
+        let mut prev: Option<&Versioned> = None;
+        for (v, kind) in map.iter() {
+            if v.version.0 > upto
+                || prev.is_some_and(|p| p.prefix == v.prefix && p.key() == v.key())
             {
                 continue;
             }
-            f(
-                &e.key().key,
-                e.key().version.0,
-                e.value().kind,
-                &e.value().value,
-            )?;
-            prev = Some(e);
+            f(v.key(), v.version.0, *kind, v.record.value())?;
+            prev = Some(v);
         }
         Ok(())
     }
@@ -350,11 +448,14 @@ impl Memstore {
 
     /// True when nothing was ever admitted or inserted.
     pub fn is_unused(&self) -> bool {
-        self.pending() == 0 && self.map.is_empty()
+        self.pending() == 0 && self.is_empty()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        // Entries are only ever replaced, never removed, and counted before
+        // they are in: by the time a writer ends its pending state, its
+        // entry is counted here.
+        self.inserted_entries.load(Ordering::Acquire) == 0
     }
 
     /// The highest LSN of a logged write inserted (0: none).
@@ -390,7 +491,7 @@ impl Memstore {
     pub fn stats(&self) -> MemstoreStats {
         MemstoreStats {
             bytes: self.bytes(),
-            entries: self.map.len() as u64,
+            entries: self.map.read().expect("memstore lock").len() as u64,
             pending: self.pending(),
             max_lsn: self.max_lsn(),
         }
@@ -440,6 +541,50 @@ mod tests {
         .unwrap();
         assert_eq!(seen, keys);
         assert_eq!(m.max_lsn(), 9);
+    }
+
+    #[test]
+    fn an_unlogged_write_replaces_one_of_the_same_version_value_and_all() {
+        let m = Memstore::new(1, 0);
+        assert!(m.is_empty());
+        m.insert(b"k".to_vec(), 4, false, EntryKind::Put, b"old".to_vec());
+        m.insert(b"k".to_vec(), 4, false, EntryKind::Put, b"newer".to_vec());
+        assert!(!m.is_empty());
+        assert_eq!(m.stats().entries, 1);
+        assert_eq!(m.get(b"k").unwrap().value, b"newer");
+        // Unlogged writes leave the highest logged LSN alone.
+        assert_eq!(m.max_lsn(), 0);
+    }
+
+    #[test]
+    fn a_run_of_records_goes_in_at_once_in_order() {
+        let m = Memstore::new(1, 0);
+        let recs =
+            Record::group([(&b"b"[..], &b"b1"[..]), (b"a", b"a1"), (b"b", b"b2")].into_iter());
+        let mut run: Vec<(Record, u64, EntryKind)> = recs
+            .into_iter()
+            .zip([5, 6, 7])
+            .map(|(r, v)| (r, v, EntryKind::Put))
+            .collect();
+        m.insert_records(&mut run, true);
+        assert!(run.is_empty());
+        assert_eq!(m.max_lsn(), 7);
+        assert_eq!(m.inserted_totals(), (3, 3, 6));
+        assert_eq!(m.get(b"b").unwrap().value, b"b2");
+        assert_eq!(m.get(b"a").unwrap().lsn, 6);
+        let mut seen = Vec::new();
+        m.for_each_newest::<()>(|k, v, _, val| {
+            seen.push((k.to_vec(), v, val.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (b"a".to_vec(), 6, b"a1".to_vec()),
+                (b"b".to_vec(), 7, b"b2".to_vec())
+            ]
+        );
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! memory accounting, and the global limit that makes writers wait.
 //!
 //! - [`Memstore`]: one region's map of `(key, version)` to a value or a
-//!   tombstone. Concurrent (a lock-free skip list): writers insert once
-//!   their WAL append is acknowledged, readers look up and iterate at the
-//!   same time, a flush reactor iterates it once it is frozen.
+//!   tombstone: a B-tree behind a reader-writer lock. Writers insert runs
+//!   of writes once their WAL appends are acknowledged, readers look up
+//!   and iterate under the read lock, a flush reactor walks it once it is
+//!   frozen. Keys and values are the writes' shared records
+//!   ([`crate::record`]).
 //! - [`Memory`]: the bytes of every memstore together, and the blocking of
 //!   writers above `global-limit` until the total is below
 //!   `low-water × global-limit`.
@@ -12,9 +14,10 @@
 //!
 //! Accounting is exact in what it counts and conservative in what it
 //! cannot see: an entry costs its key, its value and [`ENTRY_OVERHEAD`]
-//! bytes (the skip-list node with its tower, the two `Vec` headers and the
-//! allocator's rounding), and a write is charged when it is admitted,
-//! before its WAL append, so bytes on their way to the memstore count too.
+//! bytes (the skip-list node with its tower, the handle of the shared
+//! record that holds key and value, and the allocator's rounding), and a
+//! write is charged when it is admitted, before its WAL append, so bytes
+//! on their way to the memstore count too.
 
 mod limit;
 mod map;

@@ -51,6 +51,7 @@ use super::Lsn;
 use crate::config::Durability;
 use crate::device::{Completion, IoBuf, IoKind, Queue, Request, WaitHint};
 use crate::reactor::{Progress, Work};
+use crate::record::Record;
 
 /// The smallest batch sealed before a device slot is free (see
 /// [`WalWork::stripe_unit`]).
@@ -64,13 +65,35 @@ pub(crate) enum Msg {
     Append {
         op: RecordOp,
         region: u32,
-        key: Vec<u8>,
-        value: Vec<u8>,
+        payload: Payload,
         durability: Durability,
         ticket: Arc<TicketState>,
     },
     /// Completes once every append sent before it is durable.
     Barrier(Arc<TicketState>),
+}
+
+/// An append's key and value: the writer's own, or a record it shares
+/// (with a memstore), which the reactor lets go of once copied.
+pub(crate) enum Payload {
+    Pair(Vec<u8>, Vec<u8>),
+    Shared(Record),
+}
+
+impl Payload {
+    pub(crate) fn key(&self) -> &[u8] {
+        match self {
+            Payload::Pair(k, _) => k,
+            Payload::Shared(r) => r.key(),
+        }
+    }
+
+    pub(crate) fn value(&self) -> &[u8] {
+        match self {
+            Payload::Pair(_, v) => v,
+            Payload::Shared(r) => r.value(),
+        }
+    }
 }
 
 /// Watermarks the reactor publishes for the handle.
@@ -237,11 +260,11 @@ impl<Q: Queue> WalWork<Q> {
         }
         // Room for an append: seal the open batch when it is full, and open
         // a new one if a buffer is free (if none is, the append waits).
-        if let Msg::Append { key, value, .. } = &msg {
+        if let Msg::Append { payload, .. } = &msg {
             let fits = self
                 .open
                 .as_ref()
-                .is_some_and(|(b, _)| b.fits(key.len(), value.len()));
+                .is_some_and(|(b, _)| b.fits(payload.key().len(), payload.value().len()));
             if !fits {
                 self.seal_open();
                 if self.open.is_none() {
@@ -265,8 +288,7 @@ impl<Q: Queue> WalWork<Q> {
             Msg::Append {
                 op,
                 region,
-                key,
-                value,
+                payload,
                 durability,
                 ticket,
             } => {
@@ -274,9 +296,10 @@ impl<Q: Queue> WalWork<Q> {
                 builder.push(RecordRef {
                     op,
                     region,
-                    key: &key,
-                    value: &value,
+                    key: payload.key(),
+                    value: payload.value(),
                 });
+                drop(payload);
                 let lsn = self.next_lsn;
                 self.next_lsn += 1;
                 // Before the watermarks can pass it: the engine learns from

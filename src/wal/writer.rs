@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::commit::{Dev, Msg, Published, Start, WalWork};
+use super::commit::{Dev, Msg, Payload, Published, Start, WalWork};
 use super::format::{record_len, Geometry, RecordOp, BATCH_HEADER_BYTES};
 use super::recovery::{recover, Recovered, RecoveryOptions, WalDevice};
 use super::segments::Segments;
@@ -15,6 +15,7 @@ use super::{Lsn, WalError};
 use crate::config::{Durability, WalConfig};
 use crate::device::{Device, DeviceError};
 use crate::reactor::{self, CountersSnapshot, Reactor, ReactorConfig, Sender};
+use crate::record::Record;
 
 /// How a WAL runs.
 #[derive(Clone, Debug)]
@@ -51,8 +52,8 @@ impl WalOptions {
     }
 }
 
-/// The key and value of an append the WAL's ring had no room for.
-pub type Refused = (Vec<u8>, Vec<u8>);
+/// The record of an append the WAL's ring had no room for.
+pub type Refused = Record;
 
 /// A striped write-ahead log.
 pub struct Wal {
@@ -165,7 +166,7 @@ impl Wal {
         value: Vec<u8>,
         durability: Durability,
     ) -> Result<Ticket, WalError> {
-        match self.message(op, region, key, value, durability)? {
+        match self.message(op, region, Payload::Pair(key, value), durability)? {
             None => Ok(Ticket::done(0)),
             Some((msg, state)) => {
                 self.send(msg)?;
@@ -174,27 +175,31 @@ impl Wal {
         }
     }
 
-    /// As [`Wal::append`], but never waits: when the WAL's ring is full it
-    /// hands the key and value back (`Ok(Err(..))`), so a caller holding a
-    /// lock can let go of it before waiting for room.
+    /// As [`Wal::append`] for a shared record (the reactor copies it into
+    /// its batch and lets go of it), but never waits: when the WAL's ring
+    /// is full it hands the record back (`Ok(Err(..))`), so a caller
+    /// holding a lock can let go of it before waiting for room.
     pub fn try_append(
         &self,
         op: RecordOp,
         region: u32,
-        key: Vec<u8>,
-        value: Vec<u8>,
+        record: Record,
         durability: Durability,
     ) -> Result<Result<Ticket, Refused>, WalError> {
-        let Some((msg, state)) = self.message(op, region, key, value, durability)? else {
+        let Some((msg, state)) = self.message(op, region, Payload::Shared(record), durability)?
+        else {
             return Ok(Ok(Ticket::done(0)));
         };
         match self.sender.try_send(msg) {
             Ok(()) => Ok(Ok(Ticket::new(state))),
-            Err(Msg::Append { key, value, .. }) => {
+            Err(Msg::Append {
+                payload: Payload::Shared(record),
+                ..
+            }) => {
                 if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
                     return Err(WalError::Closed);
                 }
-                Ok(Err((key, value)))
+                Ok(Err(record))
             }
             Err(_) => unreachable!("try_send returns the message it was given"),
         }
@@ -206,14 +211,13 @@ impl Wal {
         &self,
         op: RecordOp,
         region: u32,
-        key: Vec<u8>,
-        value: Vec<u8>,
+        payload: Payload,
         durability: Durability,
     ) -> Result<Option<(Msg, Arc<TicketState>)>, WalError> {
         if durability == Durability::None {
             return Ok(None);
         }
-        let len = record_len(key.len(), value.len());
+        let len = record_len(payload.key().len(), payload.value().len());
         if len > self.max_record {
             return Err(WalError::TooLarge {
                 bytes: len,
@@ -224,8 +228,7 @@ impl Wal {
         let msg = Msg::Append {
             op,
             region,
-            key,
-            value,
+            payload,
             durability,
             ticket: state.clone(),
         };
