@@ -190,12 +190,6 @@ impl Drop for Input<'_> {
 /// waiting for a worker.
 enum Slot<'a> {
     Ready(Reply),
-    Write {
-        pending: Pending<'a, AnyDevice>,
-        mark: PlainMark,
-        ok: Reply,
-        started: Instant,
-    },
     /// A plain SET in this turn's batch.
     Queued {
         batch: Rc<Batch<'a>>,
@@ -414,12 +408,11 @@ impl<'a> Conn<'a> {
         match outcome {
             Outcome::Reply(r) => self.push(r),
             Outcome::Write { pending, mark, ok } => {
-                self.slots.push_back(Slot::Write {
-                    pending,
-                    mark,
-                    ok,
-                    started: Instant::now(),
-                });
+                // Only a worker's plain SET comes back submitted; a loop's
+                // is queued for its turn.
+                let result = pending.wait().map_err(|e| e.to_string());
+                self.shared.stripes.done(mark);
+                self.push(result.map_or_else(Reply::err, |()| ok));
             }
             Outcome::Queued(batch, mark) => {
                 self.slots.push_back(Slot::Queued {
@@ -502,30 +495,12 @@ impl<'a> Conn<'a> {
         while let Some(slot) = self.slots.front() {
             match slot {
                 Slot::Job => break,
-                Slot::Write { pending, .. } if !wait && !pending.is_done() => break,
                 Slot::Queued { batch, .. } if !wait && !batch.is_done() => break,
                 _ => {}
             }
             any = true;
             match self.slots.pop_front().expect("a slot") {
                 Slot::Ready(r) => r.encode(&mut self.out, self.proto),
-                Slot::Write {
-                    pending,
-                    mark,
-                    ok,
-                    started,
-                } => {
-                    let result = pending.wait();
-                    self.shared.stripes.done(mark);
-                    let r = match result {
-                        Ok(()) => ok,
-                        Err(e) => Reply::err(e),
-                    };
-                    self.shared
-                        .metrics
-                        .command("set", started.elapsed(), r.is_error());
-                    r.encode(&mut self.out, self.proto);
-                }
                 Slot::Queued {
                     batch,
                     mark,
@@ -552,7 +527,6 @@ impl<'a> Conn<'a> {
     /// [`Conn::progress`] has something to do).
     pub fn ready(&self) -> bool {
         match self.slots.front() {
-            Some(Slot::Write { pending, .. }) => pending.is_done(),
             Some(Slot::Queued { batch, .. }) => batch.is_done(),
             Some(Slot::Ready(_)) => true,
             _ => false,
