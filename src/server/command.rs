@@ -318,15 +318,19 @@ pub fn position(name: &[u8]) -> Option<usize> {
         .position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// Whether command `name` waits for stripes or its own writes, so that
-/// an event loop hands it to a worker: the read-modify-write commands, a
-/// SET with options, and WAITAOF. A plain SET does not: its write is
+/// Whether command `name` waits for stripes or its own writes, or may
+/// read for long, so that an event loop hands it to a worker: the
+/// read-modify-write commands, a SET with options, WAITAOF, and the walks
+/// (DBSIZE, SCAN, HGETALL, HLEN). A plain SET does not: its write is
 /// submitted and its reply waits.
 pub fn waits(name: &str, args: &[Vec<u8>]) -> bool {
     match name {
         "set" => args.len() > 3,
         "getdel" | "mset" | "incr" | "decr" | "incrby" | "decrby" | "del" | "hset" | "hmset"
         | "hdel" | "waitaof" => true,
+        // Long reads: a walk of the key space or of a wide row would hold
+        // up every other connection of the loop.
+        "dbsize" | "scan" | "hgetall" | "hlen" => true,
         _ => false,
     }
 }

@@ -1,7 +1,6 @@
 //! One connection's state: what it has read, and the replies it owes in
 //! order, some of them waiting for a write's acknowledgement or for a
-//! worker. The event loop ([`super::event`]) drives it and never blocks
-//! on it.
+//! worker. The event loop ([`super::event`]) drives it.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -399,20 +398,22 @@ impl<'a> Conn<'a> {
             self.deferred = Some(args);
             return Some(Taken::Busy);
         }
-        if self.parked {
+        let outcome = self.request(args);
+        parser.set_authenticated(self.authed);
+        if self.parked && !matches!(outcome, Outcome::Defer(_)) {
             self.parked = false;
             self.shared.stripes.park(-1);
         }
-        let outcome = self.request(args);
-        parser.set_authenticated(self.authed);
         match outcome {
             Outcome::Reply(r) => self.push(r),
-            Outcome::Write { pending, mark, ok } => {
+            Outcome::Write { pending, mark, .. } => {
                 // Only a worker's plain SET comes back submitted; a loop's
                 // is queued for its turn.
-                let result = pending.wait().map_err(|e| e.to_string());
+                drop(pending);
                 self.shared.stripes.done(mark);
-                self.push(result.map_or_else(Reply::err, |()| ok));
+                self.push(Reply::err(
+                    "internal error: a submitted write on an event loop",
+                ));
             }
             Outcome::Queued(batch, mark) => {
                 self.slots.push_back(Slot::Queued {
@@ -434,10 +435,14 @@ impl<'a> Conn<'a> {
                 return Some(Taken::Busy);
             }
             Outcome::Defer(args) => {
-                // Counted first, then tried once more: a hold that ended in
-                // between is seen by one or the other (see `Stripes::park`).
-                self.shared.stripes.park(1);
-                self.parked = true;
+                if !self.parked {
+                    // Counted first, then tried once more: a hold that
+                    // ended in between is seen by the second try or wakes
+                    // the loop (see `Stripes::park`).
+                    self.shared.stripes.park(1);
+                    self.parked = true;
+                    return self.run(args, parser);
+                }
                 self.deferred = Some(args);
                 return Some(Taken::Busy);
             }

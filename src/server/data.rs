@@ -7,6 +7,7 @@ use super::conn::{Conn, Outcome};
 use super::keys::{self, Kind};
 use super::resp::Reply;
 use super::{glob, ServerEngine};
+use crate::config::Durability;
 
 /// Engine keys deleted or written per batch when a command touches many
 /// (a wide hash's fields): a batch must fit in one WAL batch.
@@ -114,6 +115,26 @@ impl<'a> Conn<'a> {
             return Ok(false);
         }
         Ok(self.get_raw(&keys::marker(key))?.is_some())
+    }
+
+    /// Makes it durable that a hash may exist ([`keys::HASHES`]) before
+    /// the first marker is written, whatever this connection's level: a
+    /// restart that forgot it would take every hash for absent. The flag
+    /// is set in memory only then, under the caller's stripe.
+    fn note_hashes(&self) -> Res<()> {
+        let shared = self.shared;
+        if shared.hashes.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _one = shared.hashes_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if shared.hashes.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.engine()
+            .write_batch(&[(keys::HASHES, Some(&b"1"[..]))], Some(Durability::Sync))
+            .map_err(engine_err)?;
+        shared.hashes.store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     fn write(&self, writes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Res<()> {
@@ -561,11 +582,8 @@ impl<'a> Conn<'a> {
         if self.string_value(key)?.is_some() {
             return Err(wrong_type());
         }
+        self.note_hashes()?;
         let mut writes = vec![(keys::marker(key), Some(Vec::new()))];
-        if !self.shared.hashes.swap(true, Ordering::SeqCst) {
-            // The first hash: said before its marker, in the same batch.
-            writes.insert(0, (keys::HASHES.to_vec(), Some(b"1".to_vec())));
-        }
         let mut added = 0;
         let mut seen: Vec<&[u8]> = Vec::new();
         for pair in pairs.chunks(2) {

@@ -1,5 +1,8 @@
 //! The event loops: each serves many connections on one thread (epoll,
-//! through mio), Redis-style, and never blocks on the engine.
+//! through mio), Redis-style. A loop never waits for an acknowledgement, a
+//! stripe or a worker; it does wait where the engine pushes back on every
+//! writer (memstores over the global limit, a full WAL ring) and for a
+//! device read.
 //!
 //! A turn: take the workers' replies; encode the replies of connections
 //! whose writes were acknowledged; read what every ready connection has
@@ -143,6 +146,15 @@ struct Connection<'a> {
     waiting: bool,
 }
 
+impl Drop for Connection<'_> {
+    /// Out of the registry, also when a panic unwinds the loop. The socket
+    /// closes (and leaves the poll) after this; the connection waits for
+    /// its writes in flight as it drops.
+    fn drop(&mut self) {
+        self.conn.shared.forget(&self.conn.client);
+    }
+}
+
 struct Loop<'a> {
     shared: &'a Shared,
     notify: Arc<LoopNotify>,
@@ -232,10 +244,14 @@ impl<'a> Loop<'a> {
         // Armed first, then checked: an acknowledgement in between is seen
         // here or wakes the poll.
         self.notify.armed.store(true, Ordering::SeqCst);
-        let ready = self
-            .waiting
-            .iter()
-            .any(|&i| self.conns[i].as_ref().is_some_and(|c| c.conn.ready()));
+        // A wake that came during the turn (a hold ended) is for the
+        // parked requests: the next turn tries them.
+        let poked = self.notify.poked.load(Ordering::SeqCst);
+        let ready = self.waiting.iter().any(|&i| {
+            self.conns[i]
+                .as_ref()
+                .is_some_and(|c| c.conn.ready() || (poked && c.conn.parked()))
+        });
         if ready {
             Some(Duration::ZERO)
         } else if stopping {
@@ -407,11 +423,8 @@ impl<'a> Loop<'a> {
     }
 
     fn close(&mut self, i: usize) {
-        if let Some(c) = self.conns[i].take() {
+        if self.conns[i].take().is_some() {
             self.free.push(i);
-            self.shared.forget(&c.conn.client);
-            // The socket closes (and leaves the poll) on drop; the
-            // connection waits for its writes in flight as it drops.
         }
     }
 }

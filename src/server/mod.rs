@@ -4,9 +4,10 @@
 //! every connection, Redis-style; an acceptor thread hands new connections
 //! to them in turn. A loop reads what its ready connections have, takes
 //! every complete request off their buffers and runs them in order, and
-//! never blocks on the engine. Plain writes (`SET` without options) are
-//! submitted and not waited for, so a pipeline's writes, and those of every
-//! connection, share the WAL's group commit; their replies go out, in
+//! never waits for an acknowledgement, a stripe or a worker. Plain writes
+//! (`SET` without options) are submitted and not waited for, so a
+//! pipeline's writes, and those of every connection, share the WAL's
+//! group commit; their replies go out, in
 //! order, once the acknowledgement wakes the loop. A write's reply goes
 //! out only once it is acknowledged at the connection's durability level,
 //! so what a client was told `OK` survives as promised. Any other command
@@ -134,6 +135,8 @@ pub struct Shared {
     /// A hash may exist ([`keys::HASHES`]); while none does, no command
     /// looks for a hash marker.
     pub hashes: AtomicBool,
+    /// Held while the first hash's flag is made durable.
+    hashes_lock: Mutex<()>,
     /// Bytes connections' request buffers hold beyond their first chunk.
     buffered: AtomicUsize,
 }
@@ -245,6 +248,7 @@ impl Server {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             hashes: AtomicBool::new(hashes),
+            hashes_lock: Mutex::new(()),
             buffered: AtomicUsize::new(0),
             opts,
         });

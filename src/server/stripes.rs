@@ -82,7 +82,7 @@ impl Stripes {
         submit: impl FnOnce() -> Result<T, E>,
     ) -> Result<Option<(T, PlainMark)>, E> {
         let i = self.of(key);
-        let mut st = self.s[i].state.lock().expect("stripe lock");
+        let mut st = self.s[i].state.lock().unwrap_or_else(|p| p.into_inner());
         if st.exclusive {
             return Ok(None);
         }
@@ -119,13 +119,13 @@ impl Stripes {
     ) -> Result<(T, PlainMark), E> {
         let i = self.of(key);
         let stripe = &self.s[i];
-        let mut st = stripe.state.lock().expect("stripe lock");
+        let mut st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
         if st.exclusive {
             drop(st);
             settle();
-            st = stripe.state.lock().expect("stripe lock");
+            st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
             while st.exclusive {
-                st = stripe.cv.wait(st).expect("stripe lock");
+                st = stripe.cv.wait(st).unwrap_or_else(|p| p.into_inner());
             }
         }
         // Submitting under the lock keeps a read-modify-write from reading
@@ -138,7 +138,7 @@ impl Stripes {
     /// The plain write of `mark` is acknowledged (or failed).
     pub fn done(&self, mark: PlainMark) {
         let stripe = &self.s[mark.0];
-        let mut st = stripe.state.lock().expect("stripe lock");
+        let mut st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
         st.inflight -= 1;
         if st.inflight == 0 {
             stripe.cv.notify_all();
@@ -154,13 +154,13 @@ impl Stripes {
         held.dedup();
         for &i in &held {
             let stripe = &self.s[i];
-            let mut st = stripe.state.lock().expect("stripe lock");
+            let mut st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
             while st.exclusive {
-                st = stripe.cv.wait(st).expect("stripe lock");
+                st = stripe.cv.wait(st).unwrap_or_else(|p| p.into_inner());
             }
             st.exclusive = true;
             while st.inflight > 0 {
-                st = stripe.cv.wait(st).expect("stripe lock");
+                st = stripe.cv.wait(st).unwrap_or_else(|p| p.into_inner());
             }
         }
         Exclusive {
@@ -174,7 +174,11 @@ impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
         for &i in &self.held {
             let stripe = &self.stripes.s[i];
-            stripe.state.lock().expect("stripe lock").exclusive = false;
+            stripe
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .exclusive = false;
             stripe.cv.notify_all();
         }
         if self.stripes.parked.load(Ordering::SeqCst) > 0 {

@@ -195,3 +195,40 @@ fn sigint_stops_cleanly_too() {
     let v: String = redis::cmd("GET").arg("a").query(&mut c).unwrap();
     assert_eq!(v, "1");
 }
+
+#[test]
+fn that_hashes_exist_survives_a_kill_even_when_the_first_came_at_none() {
+    let dir = tempdir();
+    let map = Map::default();
+    let s = Server::start(dir.path(), &map);
+    let mut a = s.client();
+    let mut b = s.client();
+    // The first hash at `none` (not logged), the second at `sync`.
+    redis::cmd("STRIA.DURABILITY")
+        .arg("none")
+        .query::<()>(&mut a)
+        .unwrap();
+    redis::cmd("HSET")
+        .arg("h1")
+        .arg("f")
+        .arg("v")
+        .query::<i64>(&mut a)
+        .unwrap();
+    redis::cmd("HSET")
+        .arg("h2")
+        .arg("f")
+        .arg("v")
+        .query::<i64>(&mut b)
+        .unwrap();
+    s.kill9();
+    let s = Server::start(dir.path(), &map);
+    let mut c = s.client();
+    let t: String = redis::cmd("TYPE").arg("h2").query(&mut c).unwrap();
+    assert_eq!(t, "hash");
+    let e = redis::cmd("GET")
+        .arg("h2")
+        .query::<String>(&mut c)
+        .unwrap_err();
+    assert_eq!(e.code(), Some("WRONGTYPE"), "{e}");
+    s.stop();
+}
