@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine_env::{key, model, open, options, value, Devices};
-use stria::config::Durability;
+use stria::config::{Durability, SimConfig};
 use stria::device::{wait, Device, Request};
 use stria::engine::EngineError;
 
@@ -406,7 +406,13 @@ fn a_writer_holding_unwaited_batches_does_not_hold_up_flushes() {
     // One thread submits several times the global limit without waiting for
     // any batch: flushes must insert its acknowledged writes themselves, or
     // the thread would wait for memory that only its own batches hold.
-    let devs = Devices::new(1, 1, 64, &model(12));
+    // Devices of 32 MB/s: the flushes cannot keep up, so the writer does
+    // reach the limit however fast the engine's own path is.
+    let slow = SimConfig {
+        bandwidth: 32_000_000,
+        ..model(12)
+    };
+    let devs = Devices::new(1, 1, 64, &slow);
     let (e, _) = open(&devs, &options());
     let e = Arc::new(e);
     let (tx, rx) = std::sync::mpsc::channel();
