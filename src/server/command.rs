@@ -614,7 +614,7 @@ impl<'a> Conn<'a> {
         Reply::Map(out)
     }
 
-    pub(super) fn waitaof(&mut self, args: &[Vec<u8>]) -> Reply {
+    fn waitaof(&mut self, args: &[Vec<u8>]) -> Reply {
         let (Some(local), Some(replicas), Some(timeout)) =
             (integer(&args[0]), integer(&args[1]), integer(&args[2]))
         else {

@@ -306,10 +306,8 @@ impl<'a> Conn<'a> {
         let started = Instant::now();
         let name = job.name;
         let args = job.args;
-        let run = AssertUnwindSafe(|| match name {
-            "waitaof" => Outcome::Reply(conn.waitaof(&args[1..])),
-            _ => conn.data(name, args),
-        });
+        // A worker's dispatch runs every command itself (`on_worker`).
+        let run = AssertUnwindSafe(|| conn.dispatch(args).1);
         let r = match catch_unwind(run) {
             Ok(Outcome::Reply(r) | Outcome::Close(r)) => r,
             Ok(Outcome::Write { pending, mark, ok }) => {
@@ -494,16 +492,14 @@ impl<'a> Conn<'a> {
 
     /// Encodes the replies owed, in order, up to the first write not yet
     /// acknowledged (or, with `wait`, waiting for each) or worker's reply
-    /// not yet come. True when something was encoded.
-    pub fn progress(&mut self, wait: bool) -> bool {
-        let mut any = false;
+    /// not yet come.
+    pub fn progress(&mut self, wait: bool) {
         while let Some(slot) = self.slots.front() {
             match slot {
                 Slot::Job => break,
                 Slot::Queued { batch, .. } if !wait && !batch.is_done() => break,
                 _ => {}
             }
-            any = true;
             match self.slots.pop_front().expect("a slot") {
                 Slot::Ready(r) => r.encode(&mut self.out, self.proto),
                 Slot::Queued {
@@ -525,7 +521,6 @@ impl<'a> Conn<'a> {
                 Slot::Job => unreachable!(),
             }
         }
-        any
     }
 
     /// Whether the first write in flight is acknowledged (so
