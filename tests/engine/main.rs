@@ -565,7 +565,7 @@ fn a_log_that_fills_before_its_memstores_are_frozen_does_not_hang() {
     // admitted to it that wait in the WAL's ring or buffers for log space
     // which only the flushes of those memstores can free. A flush must not
     // wait for them.
-    let devs = Devices::new(1, 1, 128, &model(16));
+    let devs = Devices::new(1, 1, 512, &model(16));
     let mut opts = options();
     opts.flush_size = 256 << 20;
     opts.global_limit = 512 << 20;
