@@ -104,7 +104,7 @@ fn run_seed(seed: u64, crash: Crash, wal: WalSize) -> Result<Seen, String> {
     opts.flush_size = rng.random_range(8..48) << 10;
     opts.global_limit = 256 << 10;
     opts.compact_at = 3;
-    opts.manifest_bytes = 128 << 10;
+    opts.manifest_bytes = 256 << 10;
     opts.flush_reactors = (0..rng.random_range(1..=2))
         .map(|i| ReactorConfig::unpinned(format!("flush{i}")))
         .collect();
