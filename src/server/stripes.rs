@@ -17,7 +17,7 @@
 //! thread waits for a stripe while holding back a write another waits for.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::wal::Notify;
 
@@ -31,6 +31,32 @@ struct State {
     inflight: u32,
     /// A read-modify-write command holds the stripe.
     exclusive: bool,
+    /// Threads waiting on the stripe's condition variable. A notify is a
+    /// system call even with nobody waiting, and an acknowledged plain
+    /// write would otherwise make one almost every time.
+    waiters: u32,
+}
+
+impl Stripe {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        st.waiters += 1;
+        let mut st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        st.waiters -= 1;
+        st
+    }
+
+    /// Wakes the waiters, if any, after a change to `st`.
+    fn wake(&self, st: MutexGuard<'_, State>) {
+        let any = st.waiters > 0;
+        drop(st);
+        if any {
+            self.cv.notify_all();
+        }
+    }
 }
 
 #[derive(Default)]
@@ -82,7 +108,7 @@ impl Stripes {
         submit: impl FnOnce() -> Result<T, E>,
     ) -> Result<Option<(T, PlainMark)>, E> {
         let i = self.of(key);
-        let mut st = self.s[i].state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.s[i].lock();
         if st.exclusive {
             return Ok(None);
         }
@@ -119,13 +145,13 @@ impl Stripes {
     ) -> Result<(T, PlainMark), E> {
         let i = self.of(key);
         let stripe = &self.s[i];
-        let mut st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = stripe.lock();
         if st.exclusive {
             drop(st);
             settle();
-            st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
+            st = stripe.lock();
             while st.exclusive {
-                st = stripe.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = stripe.wait(st);
             }
         }
         // Submitting under the lock keeps a read-modify-write from reading
@@ -138,10 +164,10 @@ impl Stripes {
     /// The plain write of `mark` is acknowledged (or failed).
     pub fn done(&self, mark: PlainMark) {
         let stripe = &self.s[mark.0];
-        let mut st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = stripe.lock();
         st.inflight -= 1;
         if st.inflight == 0 {
-            stripe.cv.notify_all();
+            stripe.wake(st);
         }
     }
 
@@ -154,13 +180,13 @@ impl Stripes {
         held.dedup();
         for &i in &held {
             let stripe = &self.s[i];
-            let mut st = stripe.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = stripe.lock();
             while st.exclusive {
-                st = stripe.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = stripe.wait(st);
             }
             st.exclusive = true;
             while st.inflight > 0 {
-                st = stripe.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = stripe.wait(st);
             }
         }
         Exclusive {
@@ -174,12 +200,9 @@ impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
         for &i in &self.held {
             let stripe = &self.stripes.s[i];
-            stripe
-                .state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .exclusive = false;
-            stripe.cv.notify_all();
+            let mut st = stripe.lock();
+            st.exclusive = false;
+            stripe.wake(st);
         }
         if self.stripes.parked.load(Ordering::SeqCst) > 0 {
             for w in self.stripes.wake.get().into_iter().flatten() {
