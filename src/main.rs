@@ -290,7 +290,9 @@ enum Bench {
         /// The YAML device map (default: the embedded conf/local.yaml).
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Requests per test and case (redis-benchmark -n).
+        /// Requests per test of an unpipelined case (redis-benchmark -n);
+        /// a pipelined case runs this times its pipeline depth, so that it
+        /// lasts about as long.
         #[arg(long, default_value_t = 100_000)]
         requests: u64,
         /// Bytes per value (redis-benchmark -d).
