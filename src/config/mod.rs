@@ -370,6 +370,9 @@ pub struct FlushConfig {
     /// Bytes after the reserved area of each data device kept for the
     /// manifest (`manifest-size`, 8MiB); the first two data devices hold it.
     pub manifest_size: u64,
+    /// Bytes of data blocks kept in memory for point lookups
+    /// (`block-cache`, 256MiB; 0 turns the cache off).
+    pub block_cache: u64,
 }
 
 /// The network front end.

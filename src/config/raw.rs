@@ -108,6 +108,7 @@ pub struct RawFlush {
     pub bloom_bits: Option<Leaf>,
     pub compact_at: Option<Leaf>,
     pub manifest_size: Option<Leaf>,
+    pub block_cache: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -916,12 +916,16 @@ fn flush(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<Flush
         }
         Ok(n)
     })?;
+    let block_cache = c.or(&f.block_cache, 256 << 20, |l| {
+        c.size(l, "flush.block-cache")
+    })?;
     Ok(FlushConfig {
         devices: devs,
         block_size,
         bloom_bits,
         compact_at,
         manifest_size,
+        block_cache,
     })
 }
 

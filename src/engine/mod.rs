@@ -105,6 +105,8 @@ pub struct EngineOptions {
     pub table: TableOptions,
     /// A region with more block files than this is compacted.
     pub compact_at: usize,
+    /// Bytes of data blocks kept in memory for point lookups (0: none).
+    pub block_cache: u64,
     /// Bytes after the reserved area of each data device for the manifest.
     pub manifest_bytes: u64,
     /// Unit of the extent allocator.
@@ -143,6 +145,7 @@ impl EngineOptions {
                 device_block: block,
             },
             compact_at: cfg.flush.compact_at as usize,
+            block_cache: cfg.flush.block_cache,
             manifest_bytes: cfg.flush.manifest_size,
             extent_unit: 64 << 10,
             flush_chunk: 1 << 20,

@@ -15,7 +15,7 @@ use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
 use crate::layout::manifest::{Manifest, ManifestState};
 use crate::memstore::{entry_bytes, Admission, Memory, Regions};
-use crate::table::EntryKind;
+use crate::table::{BlockCache, EntryKind};
 use crate::wal::format::RecordOp;
 use crate::wal::recovery::WalDevice;
 use crate::wal::{Wal, WalOptions};
@@ -202,7 +202,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             }
             extents.mark_used(f.device, f.offset, f.len)?;
         }
-        let store = Arc::new(Store::new(data, extents));
+        let cache = BlockCache::new(opts.block_cache, opts.table.block_bytes);
+        let store = Arc::new(Store::new(data, extents, cache));
         let mut tables: Vec<Vec<Arc<TableHandle<D>>>> =
             (0..regions_n).map(|_| Vec::new()).collect();
         let mut file_bytes = 0;

@@ -9,6 +9,7 @@ use crate::device::Device;
 use crate::layout::manifest::ManifestStats;
 use crate::memstore::MemoryStats;
 use crate::reactor::CountersSnapshot;
+use crate::table::CacheStats;
 use crate::wal::stats::WalStatsSnapshot;
 
 #[derive(Debug)]
@@ -53,6 +54,8 @@ pub struct EngineStats {
     pub compactions: u64,
     pub compaction_bytes: u64,
     pub bloom_false_positives: u64,
+    /// The block cache of point lookups.
+    pub block_cache: CacheStats,
     pub memory: MemoryStats,
     /// Per region: memstore bytes (active and frozen) and block files.
     pub region_bytes: Vec<u64>,
@@ -167,6 +170,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             compactions: load(&c.flush.compactions),
             compaction_bytes: load(&c.flush.compaction_bytes),
             bloom_false_positives: load(&c.bloom_false),
+            block_cache: i.store.cache.stats(),
             memory: i.memory.stats(),
             region_bytes,
             region_files,

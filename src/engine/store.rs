@@ -8,7 +8,7 @@ use super::error::{EngineError, Result};
 use crate::device::{wait, Device, Request};
 use crate::layout::extents::Extents;
 use crate::layout::manifest::FileRecord;
-use crate::table::{BlockSource, Table, TableError};
+use crate::table::{BlockCache, BlockSource, Table, TableError};
 
 /// The data devices, shared by readers and flush reactors.
 pub struct Store<D: Device> {
@@ -17,15 +17,18 @@ pub struct Store<D: Device> {
     /// finds none free opens another).
     pools: Vec<Mutex<Vec<D::Queue>>>,
     pub extents: Mutex<Extents>,
+    /// Data blocks that point lookups read, by file id.
+    pub cache: BlockCache,
     /// Block reads done by readers, per device.
     reads: Vec<AtomicU64>,
     read_bytes: Vec<AtomicU64>,
 }
 
 impl<D: Device<Queue: Send>> Store<D> {
-    pub fn new(devices: Vec<D>, extents: Extents) -> Store<D> {
+    pub fn new(devices: Vec<D>, extents: Extents, cache: BlockCache) -> Store<D> {
         let n = devices.len();
         Store {
+            cache,
             pools: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
             reads: (0..n).map(|_| AtomicU64::new(0)).collect(),
             read_bytes: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -87,6 +90,7 @@ impl<D: Device<Queue: Send>> TableHandle<D> {
     pub fn open(store: Arc<Store<D>>, file: FileRecord) -> Result<TableHandle<D>> {
         let src = FileSource {
             store: store.clone(),
+            file: file.id,
             device: file.device,
             offset: file.offset,
         };
@@ -103,6 +107,7 @@ impl<D: Device<Queue: Send>> TableHandle<D> {
     pub fn source(&self) -> FileSource<D> {
         FileSource {
             store: self.store.clone(),
+            file: self.file.id,
             device: self.file.device,
             offset: self.file.offset,
         }
@@ -153,6 +158,8 @@ fn corrupt<D: Device<Queue: Send>>(
 /// A block file's bytes on its device.
 pub struct FileSource<D: Device<Queue: Send>> {
     store: Arc<Store<D>>,
+    /// The file's id, its name in the block cache.
+    file: u64,
     device: u32,
     offset: u64,
 }
@@ -161,6 +168,7 @@ impl<D: Device<Queue: Send>> Clone for FileSource<D> {
     fn clone(&self) -> Self {
         FileSource {
             store: self.store.clone(),
+            file: self.file,
             device: self.device,
             offset: self.offset,
         }
@@ -172,5 +180,10 @@ impl<D: Device<Queue: Send>> BlockSource for FileSource<D> {
         self.store
             .read(self.device, self.offset + offset, len)
             .map_err(TableError::Read)
+    }
+
+    fn cache(&self) -> Option<(&BlockCache, u64)> {
+        let c = &self.store.cache;
+        c.enabled().then_some((c, self.file))
     }
 }

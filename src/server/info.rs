@@ -186,6 +186,12 @@ fn memory(w: &mut Section, s: &EngineStats) {
     w.kv("memstore_low_water", m.low);
     w.kv("writer_stalls", m.blocks);
     w.kv("writer_stall_usec", m.blocked.as_micros());
+    let c = &s.block_cache;
+    w.kv("block_cache_bytes", c.bytes);
+    w.kv("block_cache_limit", c.capacity);
+    w.kv("block_cache_blocks", c.blocks);
+    w.kv("block_cache_hits", c.hits);
+    w.kv("block_cache_misses", c.misses);
 }
 
 fn persistence(w: &mut Section, s: &EngineStats) {

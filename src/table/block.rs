@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use super::codec::{check_crc, put_varint, varint_len, Decoder};
-use super::{Entry, EntryKind, Result};
+use super::{CachedBlock, Entry, EntryKind, Result};
 
 /// Bytes `key` shares at its start with `prev`.
 pub(crate) fn shared_prefix(prev: &[u8], key: &[u8]) -> usize {
@@ -54,8 +54,8 @@ pub(crate) struct RawEntry {
 /// The entries of one data block, read whole and checked, decoded one at a
 /// time.
 pub(crate) struct BlockScan {
-    /// The block without its CRC.
-    data: Vec<u8>,
+    /// The block without its CRC, shared with the block cache.
+    data: CachedBlock,
     pos: usize,
     /// The key of the entry last returned.
     key: Vec<u8>,
@@ -71,14 +71,29 @@ impl BlockScan {
         let what = format!("data block {number}");
         let body = check_crc(&block, &what, offset)?.len();
         block.truncate(body);
-        Ok(BlockScan {
-            data: block,
+        Ok(BlockScan::checked(block.into(), what, offset))
+    }
+
+    /// A scan of data block `number` whose CRC was checked when it was
+    /// cached: `body` is the block without it.
+    pub(crate) fn cached(body: CachedBlock, number: usize, offset: u64) -> BlockScan {
+        BlockScan::checked(body, format!("data block {number}"), offset)
+    }
+
+    fn checked(data: CachedBlock, what: String, offset: u64) -> BlockScan {
+        BlockScan {
+            data,
             pos: 0,
             key: Vec::new(),
             count: 0,
             what,
             offset,
-        })
+        }
+    }
+
+    /// The block's checked body, to cache.
+    pub(crate) fn body(&self) -> CachedBlock {
+        self.data.clone()
     }
 
     /// The key of the entry last returned by [`BlockScan::next_raw`].

@@ -50,7 +50,7 @@ impl Cursor {
                     }
                     let i = self.next_block;
                     self.next_block += 1;
-                    match table.read_block(src, i) {
+                    match table.read_block(src, i, false) {
                         Ok(scan) => self.scan.insert(scan),
                         Err(e) => return Some(Err(e)),
                     }

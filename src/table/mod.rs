@@ -97,6 +97,7 @@
 mod block;
 mod bloom;
 mod builder;
+mod cache;
 mod codec;
 mod error;
 mod footer;
@@ -108,6 +109,7 @@ mod reader;
 mod tests;
 
 pub use builder::TableBuilder;
+pub use cache::{BlockCache, CacheStats, CachedBlock};
 pub use error::{KeyDisplay, TableError};
 pub use footer::{FOOTER_BYTES, FORMAT_VERSION, MAGIC};
 pub use iter::{OwnedTableIter, TableIter};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::block::BlockScan;
 use super::bloom::{self, Bloom};
+use super::cache::BlockCache;
 use super::footer::{Footer, FOOTER_BYTES};
 use super::index::{decode_index, BlockHandle};
 use super::iter::TableIter;
@@ -16,6 +17,12 @@ use super::{Entry, OwnedTableIter, Result, TableError, TableMeta};
 pub trait BlockSource {
     /// Reads exactly `len` bytes at `offset` from the start of the file.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+
+    /// The block cache this file's data blocks are kept in, and the file's
+    /// id there; `None` (the default): every block is read.
+    fn cache(&self) -> Option<(&BlockCache, u64)> {
+        None
+    }
 }
 
 impl BlockSource for [u8] {
@@ -43,11 +50,19 @@ impl<T: BlockSource + ?Sized> BlockSource for &T {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         (**self).read_at(offset, len)
     }
+
+    fn cache(&self) -> Option<(&BlockCache, u64)> {
+        (**self).cache()
+    }
 }
 
 impl<T: BlockSource + ?Sized> BlockSource for Arc<T> {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         (**self).read_at(offset, len)
+    }
+
+    fn cache(&self) -> Option<(&BlockCache, u64)> {
+        (**self).cache()
     }
 }
 
@@ -134,7 +149,7 @@ impl Table {
         if i == self.index.len() {
             return Ok(None);
         }
-        let mut scan = self.read_block(src, i)?;
+        let mut scan = self.read_block(src, i, true)?;
         while let Some(raw) = scan.next_raw() {
             let raw = raw?;
             match scan.key().cmp(key) {
@@ -151,7 +166,8 @@ impl Table {
         Ok(None)
     }
 
-    /// Data blocks read by [`Table::get`] and the iterators so far.
+    /// Data blocks read from the source by [`Table::get`] and the
+    /// iterators so far (not those found in the block cache).
     pub fn block_reads(&self) -> u64 {
         self.block_reads.load(Ordering::Relaxed)
     }
@@ -184,9 +200,20 @@ impl Table {
         self.index.partition_point(|h| h.last_key.as_slice() < key)
     }
 
-    /// Reads data block `i` and checks its CRC.
-    pub(crate) fn read_block(&self, src: &dyn BlockSource, i: usize) -> Result<BlockScan> {
+    /// Data block `i`: from the source's block cache, or read and its CRC
+    /// checked (then cached if `fill`: point lookups fill the cache, scans
+    /// only use it; see [`BlockCache`]).
+    pub(crate) fn read_block(
+        &self,
+        src: &dyn BlockSource,
+        i: usize,
+        fill: bool,
+    ) -> Result<BlockScan> {
         let h = &self.index[i];
+        let cache = src.cache();
+        if let Some(body) = cache.and_then(|(c, file)| c.get(file, i)) {
+            return Ok(BlockScan::cached(body, i, h.offset));
+        }
         let len = usize::try_from(h.len)
             .map_err(|_| TableError::Read(format!("data block {i} of {} bytes", h.len)))?;
         self.block_reads.fetch_add(1, Ordering::Relaxed);
@@ -198,6 +225,10 @@ impl Table {
                 bytes.len()
             )));
         }
-        BlockScan::new(bytes, i, h.offset)
+        let scan = BlockScan::new(bytes, i, h.offset)?;
+        if let (true, Some((c, file))) = (fill, cache) {
+            c.insert(file, i, scan.body());
+        }
+        Ok(scan)
     }
 }

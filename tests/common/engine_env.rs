@@ -111,6 +111,8 @@ pub fn options() -> EngineOptions {
             device_block: 4096,
         },
         compact_at: 4,
+        // Small, so that tests also read blocks it has let go.
+        block_cache: 4 << 20,
         manifest_bytes: 256 << 10,
         extent_unit: 4096,
         flush_chunk: 64 << 10,

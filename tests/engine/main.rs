@@ -137,6 +137,50 @@ fn a_get_reads_at_most_one_data_block() {
 }
 
 #[test]
+fn the_block_cache_keeps_what_gets_read_and_scans_do_not_fill_it() {
+    let devs = Devices::new(1, 1, 64, &model(4));
+    let (e, _) = open(&devs, &options());
+    let want = fill(&e, 900, 100);
+    e.flush_all().unwrap();
+    let reads =
+        |e: &stria::engine::Engine<_>| -> u64 { e.stats().device_reads.iter().map(|r| r.0).sum() };
+    // A scan of everything reads blocks and leaves the cache empty.
+    let before = reads(&e);
+    assert_eq!(e.scan(b"", None, 10_000).unwrap().len(), want.len());
+    assert!(reads(&e) > before);
+    assert_eq!(e.stats().block_cache.blocks, 0);
+    // The second get of a key reads nothing, and answers the same.
+    for i in (0..900).step_by(7) {
+        let first = e.get(&key(i)).unwrap();
+        let before = reads(&e);
+        assert_eq!(e.get(&key(i)).unwrap(), first);
+        assert_eq!(first.as_ref(), want.get(&key(i)));
+        assert_eq!(reads(&e), before, "key {i} was read again");
+    }
+    let c = e.stats().block_cache;
+    assert!(
+        c.hits >= 129 && c.blocks > 0 && c.bytes <= c.capacity,
+        "{c:?}"
+    );
+    e.close().unwrap();
+
+    // Without a cache every get reads.
+    let devs = Devices::new(1, 1, 64, &model(5));
+    let mut opts = options();
+    opts.block_cache = 0;
+    let (e, _) = open(&devs, &opts);
+    fill(&e, 900, 100);
+    e.flush_all().unwrap();
+    let before = reads(&e);
+    for _ in 0..3 {
+        e.get(&key(3)).unwrap();
+    }
+    assert_eq!(reads(&e) - before, 3);
+    assert_eq!(e.stats().block_cache, Default::default());
+    e.close().unwrap();
+}
+
+#[test]
 fn memory_stays_bounded_however_fast_writers_write() {
     // A slow data device: flushes are the bottleneck, writers must wait.
     let mut m = model(4);

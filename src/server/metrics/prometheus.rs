@@ -284,6 +284,31 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
         "Block files read for a key their bloom filter let through but did not hold.",
         s.bloom_false_positives,
     );
+    let c = &s.block_cache;
+    t.single(
+        "block_cache_bytes",
+        "gauge",
+        "Bytes of data blocks in the block cache of point lookups.",
+        c.bytes,
+    );
+    t.single(
+        "block_cache_limit_bytes",
+        "gauge",
+        "What the block cache may hold (flush.block-cache).",
+        c.capacity,
+    );
+    t.single(
+        "block_cache_hits_total",
+        "counter",
+        "Data blocks a lookup or scan found in the block cache.",
+        c.hits,
+    );
+    t.single(
+        "block_cache_misses_total",
+        "counter",
+        "Data blocks a lookup or scan looked for in the block cache and read from a device.",
+        c.misses,
+    );
 
     // Memory and memstores.
     let m = &s.memory;

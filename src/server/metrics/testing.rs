@@ -36,6 +36,7 @@ pub fn engine() -> Engine<SimDevice> {
             device_block: 4096,
         },
         compact_at: 4,
+        block_cache: 4 << 20,
         log_freeze_at: 0.5,
         manifest_bytes: 256 << 10,
         extent_unit: 4096,

@@ -359,3 +359,84 @@ fn max_file_bytes_is_an_upper_bound() {
         }
     }
 }
+
+/// A file in memory with a block cache, as the engine's device files have.
+struct Cached<'a> {
+    file: &'a [u8],
+    cache: &'a BlockCache,
+}
+
+impl BlockSource for Cached<'_> {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.file.read_at(offset, len)
+    }
+
+    fn cache(&self) -> Option<(&BlockCache, u64)> {
+        Some((self.cache, 9))
+    }
+}
+
+#[test]
+fn gets_fill_the_block_cache_scans_only_use_it() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut model = Model::new();
+    for i in 0..2_000u32 {
+        let key = format!("key-{i:08}").into_bytes();
+        put(&mut model, key, u64::from(i), EntryKind::Put, vec![7; 100]);
+    }
+    let (file, _) = build(&model, &TableOptions::default(), &mut rng);
+    let t = Table::open(&file, file.len() as u64).unwrap();
+    let blocks = t.index.len() as u64;
+    assert!(blocks > 4);
+    let cache = BlockCache::new(64 << 20, TableOptions::default().block_bytes);
+    let src = Cached {
+        file: &file,
+        cache: &cache,
+    };
+    // A scan reads every block and caches none.
+    let all: Vec<Entry> = t.iter(&src, b"", None).map(|e| e.unwrap()).collect();
+    assert_eq!(all.len(), model.len());
+    assert_eq!((t.block_reads(), cache.stats().blocks), (blocks, 0));
+    // Every get reads its block the first time only.
+    for _ in 0..2 {
+        for e in model.values() {
+            assert_eq!(t.get(&src, &e.key).unwrap().as_ref(), Some(e));
+        }
+    }
+    assert_eq!(t.block_reads(), 2 * blocks);
+    assert_eq!(cache.stats().blocks, blocks);
+    // Now a scan reads nothing, and sees the same entries.
+    let again: Vec<Entry> = t.iter(&src, b"", None).map(|e| e.unwrap()).collect();
+    assert_eq!(again, all);
+    assert_eq!(t.block_reads(), 2 * blocks);
+}
+
+#[test]
+fn a_corrupt_block_is_never_cached() {
+    let mut model = Model::new();
+    for i in 0..2_000u32 {
+        let key = format!("key-{i:08}").into_bytes();
+        put(&mut model, key, u64::from(i), EntryKind::Put, vec![7; 100]);
+    }
+    let (mut file, _) = build(
+        &model,
+        &TableOptions::default(),
+        &mut ChaCha8Rng::seed_from_u64(12),
+    );
+    let t = Table::open(&file, file.len() as u64).unwrap();
+    let h = t.index[2].clone();
+    file[(h.offset + 5) as usize] ^= 0x01;
+    let cache = BlockCache::new(64 << 20, 4096);
+    let src = Cached {
+        file: &file,
+        cache: &cache,
+    };
+    for _ in 0..2 {
+        assert!(matches!(
+            t.get(&src, &h.last_key),
+            Err(TableError::Corrupt { .. })
+        ));
+    }
+    assert_eq!(t.block_reads(), 2, "the bad block is read again each time");
+    assert_eq!(cache.stats().blocks, 0);
+}
