@@ -568,6 +568,11 @@ fn regions_split_the_key_space_evenly_or_at_the_given_keys() {
     assert_eq!(cfg.flush.block_size, 16 << 10);
     assert_eq!((cfg.flush.bloom_bits, cfg.flush.compact_at), (12, 6));
     assert_eq!(cfg.flush.manifest_size, 1 << 20);
+    assert_eq!(cfg.flush.block_cache, 256 << 20);
+    let cfg = parse(&format!("{GOOD}flush: {{ block-cache: 0 }}\n")).unwrap();
+    assert_eq!(cfg.flush.block_cache, 0);
+    let cfg = parse(&format!("{GOOD}flush: {{ block-cache: 2GiB }}\n")).unwrap();
+    assert_eq!(cfg.flush.block_cache, 2 << 30);
 }
 
 #[test]
@@ -607,6 +612,8 @@ fn bad_flush_settings() {
         err,
         "test.yaml:14:22: flush.compact-at: 1 is outside 2 to 1000"
     );
+    let err = parse(&format!("{GOOD}flush: {{ block-cache: lots }}\n")).unwrap_err();
+    assert!(err.contains("flush.block-cache"), "{err}");
     let err = parse(&format!("{GOOD}flush: {{ manifest-size: 100KiB }}\n")).unwrap_err();
     assert!(
         err.contains("flush.manifest-size: 102400 bytes is not a multiple of 64KiB"),
