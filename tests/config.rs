@@ -614,6 +614,11 @@ fn bad_flush_settings() {
     );
     let err = parse(&format!("{GOOD}flush: {{ block-cache: lots }}\n")).unwrap_err();
     assert!(err.contains("flush.block-cache"), "{err}");
+    let err = parse(&format!("{GOOD}flush: {{ block-cache: 64KiB }}\n")).unwrap_err();
+    assert_eq!(
+        err,
+        "test.yaml:14:23: flush.block-cache: 65536 bytes is below 2097152 (64 blocks of flush.block-size, at least 1MiB); give 0 to turn the cache off"
+    );
     let err = parse(&format!("{GOOD}flush: {{ manifest-size: 100KiB }}\n")).unwrap_err();
     assert!(
         err.contains("flush.manifest-size: 102400 bytes is not a multiple of 64KiB"),

@@ -917,7 +917,20 @@ fn flush(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<Flush
         Ok(n)
     })?;
     let block_cache = c.or(&f.block_cache, 256 << 20, |l| {
-        c.size(l, "flush.block-cache")
+        let n = c.size(l, "flush.block-cache")?;
+        // The cache is sharded; a block heavier than a shard's share is
+        // never kept, so a cache of a few blocks would keep nothing.
+        let least = (block_size * 64).max(1 << 20);
+        if n != 0 && n < least {
+            return Err(c.at(
+                l,
+                "flush.block-cache",
+                format!(
+                    "{n} bytes is below {least} (64 blocks of flush.block-size, at least 1MiB); give 0 to turn the cache off"
+                ),
+            ));
+        }
+        Ok(n)
     })?;
     Ok(FlushConfig {
         devices: devs,

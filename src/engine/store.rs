@@ -121,6 +121,9 @@ impl<D: Device<Queue: Send>> TableHandle<D> {
     /// Frees the file's space once nobody reads it any more.
     pub fn mark_obsolete(&self) {
         self.obsolete.store(true, Ordering::SeqCst);
+        self.store
+            .cache
+            .forget(self.file.id, self.table.meta().data_blocks as usize);
     }
 }
 

@@ -168,8 +168,11 @@ fn rss_bytes() -> u64 {
 
 fn memory(w: &mut Section, s: &EngineStats) {
     let m = &s.memory;
-    // Redis's used_memory is what its allocator holds; Stria's data lives
-    // in the memstores, which is what the limit governs.
+    let c = &s.block_cache;
+    // Redis's used_memory is what its allocator holds; here it is the
+    // memstores, which the limit governs (writers wait at it, nothing is
+    // evicted). The block cache, which evicts at its own limit, is
+    // block_cache_bytes below; used_memory_rss counts both.
     w.kv("used_memory", m.total);
     w.kv("used_memory_human", human(m.total));
     let rss = rss_bytes();
@@ -186,7 +189,6 @@ fn memory(w: &mut Section, s: &EngineStats) {
     w.kv("memstore_low_water", m.low);
     w.kv("writer_stalls", m.blocks);
     w.kv("writer_stall_usec", m.blocked.as_micros());
-    let c = &s.block_cache;
     w.kv("block_cache_bytes", c.bytes);
     w.kv("block_cache_limit", c.capacity);
     w.kv("block_cache_blocks", c.blocks);

@@ -98,6 +98,16 @@ impl BlockCache {
         }
     }
 
+    /// Lets go of blocks `0..blocks` of file `file` (a file compaction
+    /// removed: nothing will read them again).
+    pub fn forget(&self, file: u64, blocks: usize) {
+        if let Some(cache) = &self.cache {
+            for b in 0..u32::try_from(blocks).unwrap_or(u32::MAX) {
+                cache.remove(&(file, b));
+            }
+        }
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             capacity: self.capacity,
@@ -133,6 +143,10 @@ mod tests {
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.blocks), (2, 2, 2));
         assert_eq!(s.bytes, 6 + 2 * ENTRY_OVERHEAD);
+        c.forget(1, 4);
+        assert!(c.get(1, 0).is_none());
+        assert_eq!(&*c.get(2, 0).unwrap(), b"two");
+        assert_eq!(c.stats().bytes, 3 + ENTRY_OVERHEAD);
     }
 
     #[test]

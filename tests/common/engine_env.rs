@@ -111,7 +111,8 @@ pub fn options() -> EngineOptions {
             device_block: 4096,
         },
         compact_at: 4,
-        // Small, so that tests also read blocks it has let go.
+        // On, so that every engine test reads through it; it holds these
+        // tests' blocks (its own tests cover eviction).
         block_cache: 4 << 20,
         manifest_bytes: 256 << 10,
         extent_unit: 4096,

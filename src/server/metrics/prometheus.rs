@@ -281,7 +281,7 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
     t.single(
         "bloom_false_positives_total",
         "counter",
-        "Block files read for a key their bloom filter let through but did not hold.",
+        "Block files looked in for a key their bloom filter let through but did not hold.",
         s.bloom_false_positives,
     );
     let c = &s.block_cache;
@@ -296,6 +296,12 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
         "gauge",
         "What the block cache may hold (flush.block-cache).",
         c.capacity,
+    );
+    t.single(
+        "block_cache_blocks",
+        "gauge",
+        "Data blocks in the block cache.",
+        c.blocks,
     );
     t.single(
         "block_cache_hits_total",
