@@ -584,8 +584,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             device: dev,
             offset,
             len: meta.file_bytes,
-            min_key: meta.min_key.clone(),
-            max_key: meta.max_key.clone(),
+            min_key: key_floor(&meta.min_key),
+            max_key: key_ceiling(&meta.max_key),
             max_lsn,
             entries: meta.entries,
         }
@@ -874,5 +874,74 @@ impl<D: Device> FileWriter<'_, D> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+/// Bytes of a file's smallest and largest key that the manifest keeps.
+/// The file's meta block holds them whole, and reads use those; the
+/// manifest's copies are bounds. Whole, 16 KiB keys made a file's record
+/// 32 KiB, and the 4 MiB half of the default manifest area then held only
+/// about 128 files: fewer than 16 regions may keep before compaction.
+pub(crate) const MANIFEST_KEY_BYTES: usize = 64;
+
+/// A lower bound of `key` of at most [`MANIFEST_KEY_BYTES`]: its prefix.
+pub(crate) fn key_floor(key: &[u8]) -> Vec<u8> {
+    key[..key.len().min(MANIFEST_KEY_BYTES)].to_vec()
+}
+
+/// An upper bound of `key` of at most [`MANIFEST_KEY_BYTES`]: the key
+/// itself if short enough, else the shortest key after every key that
+/// shares its first [`MANIFEST_KEY_BYTES`] bytes (the last byte below
+/// 0xff of that prefix incremented, the rest dropped). A prefix of only
+/// 0xff bytes has no such key; the key is kept whole.
+pub(crate) fn key_ceiling(key: &[u8]) -> Vec<u8> {
+    if key.len() <= MANIFEST_KEY_BYTES {
+        return key.to_vec();
+    }
+    let mut bound = key[..MANIFEST_KEY_BYTES].to_vec();
+    while let Some(last) = bound.pop() {
+        if last < 0xff {
+            bound.push(last + 1);
+            return bound;
+        }
+    }
+    key.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_key_bounds_are_short_and_bound_the_key() {
+        let n = MANIFEST_KEY_BYTES;
+        let cases: Vec<Vec<u8>> = vec![
+            Vec::new(),
+            b"short".to_vec(),
+            vec![b'k'; n],
+            vec![b'k'; n + 1],
+            vec![b'k'; 16 << 10],
+            [vec![b'a'; n - 1], vec![0xff; 100]].concat(),
+            [vec![0xff; n], vec![b'z'; 10]].concat(),
+        ];
+        for key in &cases {
+            let (lo, hi) = (key_floor(key), key_ceiling(key));
+            assert!(lo.as_slice() <= key.as_slice(), "{key:?}");
+            assert!(hi.as_slice() >= key.as_slice(), "{key:?}");
+            assert!(lo.len() <= n);
+            if key.len() <= n {
+                assert_eq!((&lo, &hi), (key, key));
+            }
+        }
+        assert_eq!(key_ceiling(&vec![b'k'; 16 << 10]).len(), n);
+        // The last byte below 0xff of the prefix is raised, the rest cut.
+        let k = [vec![b'a'; n - 1], vec![0xff; 100]].concat();
+        assert_eq!(key_ceiling(&k), [vec![b'a'; n - 2], vec![b'b']].concat());
+        // Every key sharing the prefix sorts below the bound.
+        let other = [vec![b'k'; n], vec![0xff; 300]].concat();
+        assert!(other < key_ceiling(&vec![b'k'; n + 1]));
+        // A prefix of 0xff bytes only: kept whole.
+        let ff = [vec![0xff; n], vec![b'z'; 10]].concat();
+        assert_eq!(key_ceiling(&ff), ff);
     }
 }

@@ -185,6 +185,51 @@ fn the_block_cache_keeps_what_gets_read_and_scans_do_not_fill_it() {
 }
 
 #[test]
+fn files_of_the_longest_keys_fit_a_small_manifest() {
+    // 16 KiB keys: with whole keys in the manifest a file's record took
+    // 32 KiB, and this 128 KiB half held four files; the flush of a fifth
+    // failed and the engine refused writes.
+    let devs = Devices::new(1, 1, 64, &model(14));
+    let mut opts = options();
+    opts.max_key = 16 << 10;
+    let big = |region: u8, i: u32| -> Vec<u8> {
+        let mut k = vec![region; 16 << 10];
+        k[(16 << 10) - 4..].copy_from_slice(&i.to_be_bytes());
+        k
+    };
+    let (e, _) = open(&devs, &opts);
+    let mut i = 0u32;
+    for _round in 0..8 {
+        for region in [b'a', b'h', b'q'] {
+            for _ in 0..2 {
+                e.put(&big(region, i), &i.to_le_bytes(), None).unwrap();
+                i += 1;
+            }
+        }
+        e.flush_all().unwrap();
+    }
+    let s = e.stats();
+    assert!(s.failed.is_none() && s.flushes >= 24, "{s:?}");
+    assert!(s.region_files.iter().sum::<usize>() >= 6, "{s:?}");
+    e.close().unwrap();
+    let (e, report) = open(&devs, &opts);
+    assert_eq!(report.replayed, 0, "{report}");
+    let mut i = 0u32;
+    for _round in 0..8 {
+        for region in [b'a', b'h', b'q'] {
+            for _ in 0..2 {
+                assert_eq!(
+                    e.get(&big(region, i)).unwrap(),
+                    Some(i.to_le_bytes().to_vec())
+                );
+                i += 1;
+            }
+        }
+    }
+    e.close().unwrap();
+}
+
+#[test]
 fn memory_stays_bounded_however_fast_writers_write() {
     // A slow data device: flushes are the bottleneck, writers must wait.
     let mut m = model(4);

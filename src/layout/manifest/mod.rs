@@ -38,7 +38,7 @@
 //! |---|---|
 //! | checkpoint | count, split keys (`bytes` each); count, flushed LSNs (u64 each); replay_from u64; next_file_id u64; file count u64, files |
 //! | edit | count, added files; count, removed ids (u64 each); count, (region u32, LSN u64) pairs; u8 0, or u8 1 and replay_from u64 |
-//! | file | id u64, region u32, device u32, offset u64, len u64, max_lsn u64, entries u64, min_key `bytes`, max_key `bytes` |
+//! | file | id u64, region u32, device u32, offset u64, len u64, max_lsn u64, entries u64, min_key `bytes`, max_key `bytes` (bounds of the file's keys, see [`FileRecord`]) |
 //!
 //! # Writing
 //!

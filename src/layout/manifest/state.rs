@@ -18,7 +18,9 @@ pub struct FileRecord {
     pub offset: u64,
     /// Length of the file in bytes.
     pub len: u64,
-    /// Smallest and largest key in the file (`min_key <= max_key`).
+    /// A lower and an upper bound of the file's keys (`min_key <=
+    /// max_key`): its smallest and largest key, cut to 64 bytes by the
+    /// engine (the file's meta block holds them whole).
     pub min_key: Vec<u8>,
     pub max_key: Vec<u8>,
     /// Highest LSN of any record in the file.
