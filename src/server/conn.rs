@@ -256,8 +256,8 @@ pub struct Conn<'a> {
     slots: VecDeque<Slot<'a>>,
     /// A request taken off the buffer that could not run yet.
     deferred: Option<Vec<Vec<u8>>>,
-    /// `deferred` waits for a stripe (and is counted as parked).
-    parked: bool,
+    /// `deferred` waits for this stripe (and is counted as parked on it).
+    parked: Option<usize>,
     /// A command handed to a worker, for the loop to send.
     pub job: Option<Job>,
     /// A worker's reply is to come.
@@ -279,7 +279,7 @@ impl<'a> Conn<'a> {
             turn: Some(turn),
             slots: VecDeque::new(),
             deferred: None,
-            parked: false,
+            parked: None,
             job: None,
             job_out: false,
             out: Vec::with_capacity(16 * 1024),
@@ -298,7 +298,7 @@ impl<'a> Conn<'a> {
             turn: None,
             slots: VecDeque::new(),
             deferred: None,
-            parked: false,
+            parked: None,
             job: None,
             job_out: false,
             out: Vec::new(),
@@ -398,9 +398,9 @@ impl<'a> Conn<'a> {
         }
         let outcome = self.request(args);
         parser.set_authenticated(self.authed);
-        if self.parked && !matches!(outcome, Outcome::Defer(_)) {
-            self.parked = false;
-            self.shared.stripes.park(-1);
+        if let (Some(stripe), false) = (self.parked, matches!(outcome, Outcome::Defer(_))) {
+            self.parked = None;
+            self.shared.stripes.park(stripe, -1);
         }
         match outcome {
             Outcome::Reply(r) => self.push(r),
@@ -433,12 +433,14 @@ impl<'a> Conn<'a> {
                 return Some(Taken::Busy);
             }
             Outcome::Defer(args) => {
-                if !self.parked {
+                if self.parked.is_none() {
                     // Counted first, then tried once more: a hold that
                     // ended in between is seen by the second try or wakes
-                    // the loop (see `Stripes::park`).
-                    self.shared.stripes.park(1);
-                    self.parked = true;
+                    // the loop (see `Stripes::park`). Only a plain SET is
+                    // put off: its key is `args[1]`.
+                    let stripe = self.shared.stripes.of(&args[1]);
+                    self.shared.stripes.park(stripe, 1);
+                    self.parked = Some(stripe);
                     return self.run(args, parser);
                 }
                 self.deferred = Some(args);
@@ -459,7 +461,7 @@ impl<'a> Conn<'a> {
 
     /// Whether a request was put off because its stripe was held.
     pub fn parked(&self) -> bool {
-        self.parked
+        self.parked.is_some()
     }
 
     /// Whether replies are still to come: writes in flight, a worker's.
@@ -578,8 +580,8 @@ impl Drop for Conn<'_> {
     /// Writes still in flight are waited for: their stripes must be let
     /// go, and the engine's acknowledgement still comes for them.
     fn drop(&mut self) {
-        if self.parked {
-            self.shared.stripes.park(-1);
+        if let Some(stripe) = self.parked.take() {
+            self.shared.stripes.park(stripe, -1);
         }
         self.slots.retain(|s| !matches!(s, Slot::Job));
         self.progress(true);
