@@ -464,6 +464,14 @@ impl<'a> Conn<'a> {
         self.parked.is_some()
     }
 
+    /// Stops counting the put-off request on its stripe (it stays put
+    /// off, and is counted again when it is tried and put off again).
+    pub fn unpark(&mut self) {
+        if let Some(stripe) = self.parked.take() {
+            self.shared.stripes.park(stripe, -1);
+        }
+    }
+
     /// Whether replies are still to come: writes in flight, a worker's.
     pub fn in_flight(&self) -> bool {
         !self.slots.is_empty()
@@ -580,9 +588,7 @@ impl Drop for Conn<'_> {
     /// Writes still in flight are waited for: their stripes must be let
     /// go, and the engine's acknowledgement still comes for them.
     fn drop(&mut self) {
-        if let Some(stripe) = self.parked.take() {
-            self.shared.stripes.park(stripe, -1);
-        }
+        self.unpark();
         self.slots.retain(|s| !matches!(s, Slot::Job));
         self.progress(true);
     }

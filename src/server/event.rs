@@ -400,6 +400,13 @@ impl<'a> Loop<'a> {
             if !c.dead && !c.blocked && !c.conn.out.is_empty() {
                 flush(self.shared, c);
             }
+            // A connection that is not served (its client does not read
+            // its replies, or it is going) must not keep the next hold of
+            // a stripe waiting for its put-off SET, which it would not try
+            // again: the SET is put off anew when it is tried.
+            if c.dead || c.blocked || c.closing {
+                c.conn.unpark();
+            }
             // A connection goes only once nothing of it is in flight: its
             // writes may not be submitted yet, a worker may be running its
             // command.

@@ -11,12 +11,15 @@
 //! stripe held ([`Stripes::try_plain`]) is put off, and the loop is woken
 //! when a hold ends. The next hold of that stripe waits until the writes
 //! put off on it went ahead, so a steady stream of read-modify-writes
-//! cannot keep a plain write out. Read-modify-write commands run on worker threads,
-//! which wait; what they wait for (plain writes being acknowledged, other
-//! holds ending, taken in stripe order) never waits for them, so there is
-//! no cycle. [`Stripes::plain`], which waits, is for a worker only: the
-//! caller first settles its own writes (the `settle` argument), so no
-//! thread waits for a stripe while holding back a write another waits for.
+//! cannot keep a plain write out; a connection the loop stops serving (its
+//! client does not read) stops counting its put-off write. Read-modify-
+//! write commands run on worker threads, which wait; what they wait for
+//! (plain writes being acknowledged, put-off writes that the loops try as
+//! soon as a hold ends, other holds ending, taken in stripe order) never
+//! waits for them, so there is no cycle. [`Stripes::plain`], which waits,
+//! is for a worker only: the caller first settles its own writes (the
+//! `settle` argument), so no thread waits for a stripe while holding back
+//! a write another waits for.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -238,19 +241,27 @@ mod tests {
 
     use super::*;
 
+    /// A thread that takes stripe `k` exclusively, says so, and holds it
+    /// for `hold`.
+    fn hold_on_a_thread(
+        s: &Arc<Stripes>,
+        hold: Duration,
+    ) -> (std::thread::JoinHandle<()>, Arc<AtomicBool>) {
+        let got = Arc::new(AtomicBool::new(false));
+        let (s, g) = (s.clone(), got.clone());
+        let t = std::thread::spawn(move || {
+            let _x = s.exclusive(&[b"k"]);
+            g.store(true, Ordering::SeqCst);
+            std::thread::sleep(hold);
+        });
+        (t, got)
+    }
+
     #[test]
     fn an_exclusive_hold_waits_for_plain_writes_and_holds_new_ones_back() {
         let s = Arc::new(Stripes::new());
         let ((), mark) = s.plain(b"k", || {}, || Ok::<(), ()>(())).unwrap();
-        let got = Arc::new(AtomicBool::new(false));
-        let t = {
-            let (s, got) = (s.clone(), got.clone());
-            std::thread::spawn(move || {
-                let _x = s.exclusive(&[b"k"]);
-                got.store(true, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(50));
-            })
-        };
+        let (t, got) = hold_on_a_thread(&s, Duration::from_millis(50));
         std::thread::sleep(Duration::from_millis(50));
         assert!(
             !got.load(Ordering::SeqCst),
@@ -278,14 +289,7 @@ mod tests {
         // A plain write finds the stripe held and is put off.
         assert!(s.try_plain(b"k", || Ok::<(), ()>(())).unwrap().is_none());
         s.park(i, 1);
-        let got = Arc::new(AtomicBool::new(false));
-        let t = {
-            let (s, got) = (s.clone(), got.clone());
-            std::thread::spawn(move || {
-                let _x = s.exclusive(&[b"k"]);
-                got.store(true, Ordering::SeqCst);
-            })
-        };
+        let (t, got) = hold_on_a_thread(&s, Duration::ZERO);
         std::thread::sleep(Duration::from_millis(30));
         drop(first);
         std::thread::sleep(Duration::from_millis(50));

@@ -842,6 +842,74 @@ fn a_client_that_does_not_read_its_replies_holds_up_no_one_else() {
 }
 
 #[test]
+fn a_put_off_set_of_a_client_that_does_not_read_holds_up_no_incr() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let (_dir, s) = start();
+    let mut c = s.client();
+    // Replies of 900 KB in all: under the 1 MiB a connection may hold,
+    // more than the socket takes while the client does not read.
+    let big = "v".repeat(60_000);
+    redis::cmd("SET")
+        .arg("big")
+        .arg(&big)
+        .query::<()>(&mut c)
+        .unwrap();
+    // INCRs keep the stripe of "hot" held nearly all the time.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let (ntx, nrx) = mpsc::channel();
+    for _ in 0..6 {
+        let (tx, ntx, stop) = (tx.clone(), ntx.clone(), stop.clone());
+        let mut c = s.client();
+        std::thread::spawn(move || {
+            let r = (|| -> Result<(), String> {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    redis::cmd("INCR")
+                        .arg("hot")
+                        .query::<i64>(&mut c)
+                        .map_err(|e| format!("INCR: {e}"))?;
+                    n += 1;
+                    let _ = ntx.send(n);
+                }
+                Ok(())
+            })();
+            let _ = tx.send(r);
+        });
+    }
+    drop(ntx);
+    std::thread::sleep(Duration::from_millis(200));
+    // Clients whose SET of "hot" comes behind replies they never read:
+    // the SET is put off while an INCR holds the stripe, and the loop
+    // stops serving the connection once the socket is full. Where the
+    // socket fills is not known, so each client asks for a different
+    // number of 60 KB replies before its SET. The INCRs must go on.
+    let mut hogs = Vec::new();
+    for n in 1..=40 {
+        let mut hog = s.raw();
+        let mut req = Vec::new();
+        for _ in 0..n * 5 {
+            req.extend_from_slice(&crate::resp(&[b"GET", b"big"]));
+        }
+        req.extend_from_slice(&crate::resp(&[b"SET", b"hot", b"1"]));
+        hog.write_all(&req).unwrap();
+        hogs.push(hog);
+    }
+    let mut done = 0;
+    while done < 600 {
+        nrx.recv_timeout(Duration::from_secs(20))
+            .expect("the INCRs stopped behind a SET of a client that does not read");
+        done += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    join_all(rx, 6, Duration::from_secs(60));
+    drop(hogs);
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
 fn a_client_that_stops_sending_gets_every_reply_before_the_close() {
     use std::io::{Read, Write};
     let (_dir, s) = start();
