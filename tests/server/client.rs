@@ -782,24 +782,30 @@ fn plain_sets_beside_incr_on_one_key_do_not_deadlock() {
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
 }
 
+/// A server whose key `big` holds 60,000 bytes, and a client of it.
+fn start_with_big() -> (tempfile::TempDir, Server, Connection) {
+    let (dir, s) = start();
+    let mut c = s.client();
+    redis::cmd("SET")
+        .arg("big")
+        .arg("v".repeat(60_000))
+        .query::<()>(&mut c)
+        .unwrap();
+    (dir, s, c)
+}
+
+/// `n` requests `GET big`.
+fn gets_of_big(n: usize) -> Vec<u8> {
+    crate::resp(&[b"GET", b"big"]).repeat(n)
+}
+
 #[test]
 fn a_client_that_does_not_read_its_replies_holds_up_no_one_else() {
     use std::io::{Read, Write};
-    let (_dir, s) = start();
-    let mut c = s.client();
-    let big = "v".repeat(60_000);
-    redis::cmd("SET")
-        .arg("big")
-        .arg(&big)
-        .query::<()>(&mut c)
-        .unwrap();
+    let (_dir, s, mut c) = start_with_big();
     // 2,000 GETs of 60 KB: 120 MB of replies the client does not read.
     let mut hog = s.raw();
-    let mut req = Vec::new();
-    for _ in 0..2000 {
-        req.extend_from_slice(&crate::resp(&[b"GET", b"big"]));
-    }
-    hog.write_all(&req).unwrap();
+    hog.write_all(&gets_of_big(2000)).unwrap();
     // Everyone else is served meanwhile, plain writes and the commands
     // that run on workers alike.
     let (tx, rx) = mpsc::channel();
@@ -846,16 +852,7 @@ fn a_put_off_set_of_a_client_that_does_not_read_holds_up_no_incr() {
     use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let (_dir, s) = start();
-    let mut c = s.client();
-    // Replies of 900 KB in all: under the 1 MiB a connection may hold,
-    // more than the socket takes while the client does not read.
-    let big = "v".repeat(60_000);
-    redis::cmd("SET")
-        .arg("big")
-        .arg(&big)
-        .query::<()>(&mut c)
-        .unwrap();
+    let (_dir, s, mut c) = start_with_big();
     // INCRs keep the stripe of "hot" held nearly all the time.
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
@@ -889,10 +886,7 @@ fn a_put_off_set_of_a_client_that_does_not_read_holds_up_no_incr() {
     let mut hogs = Vec::new();
     for n in 1..=40 {
         let mut hog = s.raw();
-        let mut req = Vec::new();
-        for _ in 0..n * 5 {
-            req.extend_from_slice(&crate::resp(&[b"GET", b"big"]));
-        }
+        let mut req = gets_of_big(n * 5);
         req.extend_from_slice(&crate::resp(&[b"SET", b"hot", b"1"]));
         hog.write_all(&req).unwrap();
         hogs.push(hog);
