@@ -400,7 +400,7 @@ impl<'a> Conn<'a> {
         parser.set_authenticated(self.authed);
         if let (Some(stripe), false) = (self.parked, matches!(outcome, Outcome::Defer(_))) {
             self.parked = None;
-            self.shared.stripes.park(stripe, -1);
+            self.shared.stripes.unpark(stripe);
         }
         match outcome {
             Outcome::Reply(r) => self.push(r),
@@ -439,7 +439,7 @@ impl<'a> Conn<'a> {
                     // the loop (see `Stripes::park`). Only a plain SET is
                     // put off: its key is `args[1]`.
                     let stripe = self.shared.stripes.of(&args[1]);
-                    self.shared.stripes.park(stripe, 1);
+                    self.shared.stripes.park(stripe);
                     self.parked = Some(stripe);
                     return self.run(args, parser);
                 }
@@ -468,7 +468,7 @@ impl<'a> Conn<'a> {
     /// off, and is counted again when it is tried and put off again).
     pub fn unpark(&mut self) {
         if let Some(stripe) = self.parked.take() {
-            self.shared.stripes.park(stripe, -1);
+            self.shared.stripes.unpark(stripe);
         }
     }
 

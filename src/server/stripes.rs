@@ -21,7 +21,6 @@
 //! `settle` argument), so no thread waits for a stripe while holding back
 //! a write another waits for.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::wal::Notify;
@@ -78,8 +77,6 @@ struct Stripe {
 
 pub struct Stripes {
     s: Vec<Stripe>,
-    /// Plain writes put off because their stripe was held.
-    parked: AtomicUsize,
     /// Told when a hold ends while writes are put off: the event loops.
     wake: OnceLock<Vec<Arc<dyn Notify>>>,
 }
@@ -99,7 +96,6 @@ impl Stripes {
     pub fn new() -> Stripes {
         Stripes {
             s: (0..STRIPES).map(|_| Stripe::default()).collect(),
-            parked: AtomicUsize::new(0),
             wake: OnceLock::new(),
         }
     }
@@ -131,23 +127,22 @@ impl Stripes {
     }
 
     /// A plain write to stripe `stripe` ([`Stripes::of`] its key) is put
-    /// off (`by` 1) or taken up again (`by` -1). Put off first, then try
-    /// again, so that a hold ending in between is seen either by the
-    /// second try or by the wake. The next read-modify-write of the stripe
-    /// waits until every write put off on it is taken up again.
-    pub fn park(&self, stripe: usize, by: isize) {
+    /// off. Put off first, then try again: the count and the hold's end
+    /// are under the stripe's lock, so a hold ending in between is seen
+    /// either by the second try or by the end of the hold, which wakes the
+    /// loops. The next read-modify-write of the stripe waits until every
+    /// write put off on it is taken up again ([`Stripes::unpark`]).
+    pub fn park(&self, stripe: usize) {
+        self.s[stripe].lock().parked += 1;
+    }
+
+    /// A write put off on `stripe` is taken up again (or given up).
+    pub fn unpark(&self, stripe: usize) {
         let s = &self.s[stripe];
         let mut st = s.lock();
-        if by > 0 {
-            st.parked += by.unsigned_abs() as u32;
-            drop(st);
-            self.parked.fetch_add(by as usize, Ordering::SeqCst);
-        } else {
-            st.parked -= by.unsigned_abs() as u32;
-            self.parked.fetch_sub(by.unsigned_abs(), Ordering::SeqCst);
-            if st.parked == 0 {
-                s.wake(st);
-            }
+        st.parked -= 1;
+        if st.parked == 0 {
+            s.wake(st);
         }
     }
 
@@ -219,13 +214,15 @@ impl Stripes {
 
 impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
+        let mut parked = false;
         for &i in &self.held {
             let stripe = &self.stripes.s[i];
             let mut st = stripe.lock();
             st.exclusive = false;
+            parked |= st.parked > 0;
             stripe.wake(st);
         }
-        if self.stripes.parked.load(Ordering::SeqCst) > 0 {
+        if parked {
             for w in self.stripes.wake.get().into_iter().flatten() {
                 w.notify();
             }
@@ -288,7 +285,7 @@ mod tests {
         let first = s.exclusive(&[b"k"]);
         // A plain write finds the stripe held and is put off.
         assert!(s.try_plain(b"k", || Ok::<(), ()>(())).unwrap().is_none());
-        s.park(i, 1);
+        s.park(i);
         let (t, got) = hold_on_a_thread(&s, Duration::ZERO);
         std::thread::sleep(Duration::from_millis(30));
         drop(first);
@@ -299,7 +296,7 @@ mod tests {
         );
         // The write goes ahead; the hold then waits for it to be done.
         let ((), mark) = s.try_plain(b"k", || Ok::<(), ()>(())).unwrap().unwrap();
-        s.park(i, -1);
+        s.unpark(i);
         std::thread::sleep(Duration::from_millis(50));
         assert!(
             !got.load(Ordering::SeqCst),
