@@ -124,6 +124,8 @@ pub(super) struct FlushCounters {
     pub flushes: AtomicU64,
     /// Passes that flushed a memstore up to the written LSN of a full log.
     pub partial: AtomicU64,
+    /// Entries those passes wrote to block files.
+    pub partial_entries: AtomicU64,
     pub flush_bytes: AtomicU64,
     pub flush_ns: AtomicU64,
     pub compactions: AtomicU64,
@@ -244,7 +246,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         // them out again, and the next recovery would skip those writes as
         // already flushed.
         let (file, handle, bytes) =
-            match self.write_memstore(queues, r, ms, u64::MAX, ms.max_lsn())? {
+            match self.write_memstore(queues, r, ms, None, u64::MAX, ms.max_lsn())? {
                 MemstoreFile::File(file, handle, bytes) => (file, handle, bytes),
                 MemstoreFile::Stalled => return Ok(true),
                 MemstoreFile::Empty => unreachable!("a memstore with entries has a file"),
@@ -279,12 +281,15 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// below `upto` (the written LSN) is inserted, and it has or will have
     /// one above. Writes the newest version at or below `upto` of each key
     /// as a block file, if any, with `upto` as the region's flush mark (it
-    /// is not below the mark the region has). Then `upto` is the floor of
-    /// `ms` and of every later memstore of the region (their writes all
-    /// come after that write above it), so the replay point and the log
-    /// move past it; `ms` stays frozen and readable, first of its region,
-    /// for the pass that flushes the rest. False when there was nothing to
-    /// record: no file, and the replay point where the manifest has it.
+    /// is not below the mark the region has): only the keys whose version
+    /// is above what an earlier pass over `ms` wrote, so a log that moves a
+    /// little at a time adds small files of what is new, not copies of the
+    /// whole memstore. Then `upto` is the floor of `ms` and of every later
+    /// memstore of the region (their writes all come after that write
+    /// above it), so the replay point and the log move past it; `ms` stays
+    /// frozen and readable, first of its region, for the pass that flushes
+    /// the rest. False when there was nothing to record: nothing new to
+    /// write, and the replay point where the manifest has it.
     fn flush_upto(
         &self,
         queues: &mut [D::Queue],
@@ -294,12 +299,14 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         started: Instant,
     ) -> Result<bool> {
         let region = &self.region[r as usize];
-        let (file, handle, bytes) = match self.write_memstore(queues, r, ms, upto, upto)? {
+        let above = ms.passed();
+        let (file, handle, bytes) = match self.write_memstore(queues, r, ms, above, upto, upto)? {
             MemstoreFile::File(file, handle, bytes) => (Some(file), Some(handle), bytes),
             MemstoreFile::Empty => (None, None, 0),
             MemstoreFile::Stalled => unreachable!("the log is written up to {upto}"),
         };
         let dev = file.as_ref().map(|f| f.device);
+        let entries = file.as_ref().map_or(0, |f| f.entries);
         let replay = self.replay_point(None, Some((r as usize, upto)));
         let recorded = self
             .manifest
@@ -308,6 +315,9 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .state()
             .replay_from;
         if file.is_none() && replay <= recorded {
+            // Every key's newest version at or below `upto` is in a file
+            // already.
+            ms.set_passed(upto);
             return Ok(false);
         }
         let edit = Edit {
@@ -327,11 +337,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             for m in st.frozen.iter().chain(std::iter::once(&st.active)) {
                 m.raise_floor(upto);
             }
+            ms.set_passed(upto);
             region.publish(&st);
             st.tables.len()
         };
         self.wal.release(replay.saturating_sub(1));
         self.counters.flush.partial.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .flush
+            .partial_entries
+            .fetch_add(entries, Ordering::Relaxed);
         self.count_flush(dev, bytes, started);
         if files > self.opts.compact_at {
             self.sched.push_compaction(r);
@@ -364,14 +379,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     }
 
     /// Writes the newest version at or below `upto` of every key of `ms`
-    /// as a block file of region `r`, waits until the log is durable up to
-    /// `lsn` (the file's flush mark, or below it), and opens the file.
-    /// Nothing refers to the file until the caller records it.
+    /// (of those whose version is above `above`, if given) as a block file
+    /// of region `r`, waits until the log is durable up to `lsn` (the
+    /// file's flush mark, or below it), and opens the file. Nothing refers
+    /// to the file until the caller records it.
     fn write_memstore(
         &self,
         queues: &mut [D::Queue],
         r: u32,
         ms: &Memstore,
+        above: Option<u64>,
         upto: u64,
         lsn: u64,
     ) -> Result<MemstoreFile<D>> {
@@ -383,7 +400,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             ms.inserted_totals()
         } else {
             let (mut entries, mut key_bytes, mut value_bytes) = (0u64, 0u64, 0u64);
-            ms.for_each_newest_upto::<()>(upto, |k, _, _, v| {
+            ms.for_each_newest_between::<()>(above, upto, |k, _, _, v| {
                 entries += 1;
                 key_bytes += k.len() as u64;
                 value_bytes += v.len() as u64;
@@ -402,7 +419,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, key_bytes, value_bytes);
         let (dev, offset) = self.allocate(bound)?;
         let written = self.write_file(queues, dev, offset, bound, |builder, w| {
-            ms.for_each_newest_upto(upto, |k, lsn, kind, v| {
+            ms.for_each_newest_between(above, upto, |k, lsn, kind, v| {
                 builder
                     .add(k, lsn, kind, v)
                     .map_err(|e| table_error(dev, offset, e))?;

@@ -48,6 +48,8 @@ pub struct EngineStats {
     /// Passes that flushed part of a memstore, up to the written LSN of a
     /// full log, while some of its writes waited for log space.
     pub partial_flushes: u64,
+    /// Entries those passes wrote: each logged version at most once.
+    pub partial_entries: u64,
     pub flush_bytes: u64,
     /// Summed over flushes (they overlap when several reactors run).
     pub flush_time: Duration,
@@ -165,6 +167,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             freezes: load(&c.freezes),
             flushes: load(&c.flush.flushes),
             partial_flushes: load(&c.flush.partial),
+            partial_entries: load(&c.flush.partial_entries),
             flush_bytes: load(&c.flush.flush_bytes),
             flush_time: Duration::from_nanos(load(&c.flush.flush_ns)),
             compactions: load(&c.flush.compactions),

@@ -189,6 +189,9 @@ pub struct Memstore {
     max_lsn: AtomicU64,
     /// Every logged write this memstore gets has an LSN above this.
     floor: AtomicU64,
+    /// The LSN up to which the last pass over a full log wrote this
+    /// memstore to a recorded block file (0: none did).
+    passed: AtomicU64,
     frozen: AtomicBool,
     /// Writers' batches that can insert their writes themselves.
     inserters: Mutex<Vec<Weak<dyn Inserter>>>,
@@ -220,6 +223,7 @@ impl Memstore {
             pending: AtomicU64::new(0),
             max_lsn: AtomicU64::new(0),
             floor: AtomicU64::new(floor),
+            passed: AtomicU64::new(0),
             frozen: AtomicBool::new(false),
             inserters: Mutex::new(Vec::new()),
             admissions: Mutex::new((Vec::new(), TRIM_AT)),
@@ -409,6 +413,17 @@ impl Memstore {
     pub fn for_each_newest_upto<E>(
         &self,
         upto: u64,
+        f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.for_each_newest_between(None, upto, f)
+    }
+
+    /// As [`Memstore::for_each_newest_upto`], for the keys whose newest
+    /// version at or below `upto` is above `above` (`None`: every key).
+    pub fn for_each_newest_between<E>(
+        &self,
+        above: Option<u64>,
+        upto: u64,
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let map = self.map.read().expect("memstore lock");
@@ -419,10 +434,28 @@ impl Memstore {
             {
                 continue;
             }
-            f(v.key(), v.version.0, *kind, v.record.value())?;
             prev = Some(v);
+            if above.is_some_and(|a| v.version.0 <= a) {
+                continue;
+            }
+            f(v.key(), v.version.0, *kind, v.record.value())?;
         }
         Ok(())
+    }
+
+    /// The LSN up to which a recorded pass over a full log wrote this
+    /// memstore, if one did.
+    pub fn passed(&self) -> Option<u64> {
+        match self.passed.load(Ordering::SeqCst) {
+            0 => None,
+            lsn => Some(lsn),
+        }
+    }
+
+    /// A pass wrote this memstore up to `lsn` (the newest version at or
+    /// below it of every key) to a block file the manifest now holds.
+    pub fn set_passed(&self, lsn: u64) {
+        self.passed.fetch_max(lsn, Ordering::SeqCst);
     }
 
     /// Remembers a batch of admitted writes that can insert itself.
