@@ -298,8 +298,19 @@ fn run_seeds(count: u64, crash: Crash, wal: WalSize) {
         Err(_) => (0..count).collect(),
     };
     let mut total = Seen::default();
+    let mut slowest = (Duration::ZERO, 0u64);
     for &seed in &seeds {
-        match run_seed(seed, crash, wal) {
+        let started = std::time::Instant::now();
+        let result = run_seed(seed, crash, wal);
+        slowest = slowest.max((started.elapsed(), seed));
+        if std::env::var_os("STRIA_SEED_TIMES").is_some() {
+            eprintln!(
+                "{crash:?} {wal:?} seed {seed}: {:?} {:?}",
+                started.elapsed(),
+                result.as_ref().map(|s| s.partial_flushes)
+            );
+        }
+        match result {
             Ok(s) => {
                 total.keys += s.keys;
                 total.acked += s.acked;
@@ -311,13 +322,15 @@ fn run_seeds(count: u64, crash: Crash, wal: WalSize) {
         }
     }
     eprintln!(
-        "{crash:?}, {wal:?} log: {} seeds, {} keys checked ({} with a write that had to survive), {} flushes and {} passes of a full log before the crashes, {} crashes during a flush or compaction",
+        "{crash:?}, {wal:?} log: {} seeds, {} keys checked ({} with a write that had to survive), {} flushes and {} passes of a full log before the crashes, {} crashes during a flush or compaction; the slowest seed, {}, took {:.1?}",
         seeds.len(),
         total.keys,
         total.acked,
         total.flushes,
         total.partial_flushes,
-        total.crashed_in_job
+        total.crashed_in_job,
+        slowest.1,
+        slowest.0
     );
     if wal == WalSize::Small && seeds.len() >= 50 {
         assert!(

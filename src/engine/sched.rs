@@ -3,8 +3,9 @@
 //! A region runs one flush at a time, so its memstores are flushed oldest
 //! first, and one compaction at a time (which may run beside its flush:
 //! a compaction merges the files it saw when it started, which are older
-//! than any file a flush adds meanwhile). Among the regions free to run, the largest frozen memstore
-//! goes first (it frees the most memory), then compactions.
+//! than any file a flush adds meanwhile). Among the regions free to run,
+//! the largest frozen memstore goes first (it frees the most memory), then
+//! compactions, then memstores put back after a pass over a full log.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -165,39 +166,113 @@ impl Scheduler {
 
 impl State {
     fn pick(&mut self) -> Option<Job> {
-        // The first queued memstore of each free region is a candidate;
-        // one put back after a pass only when no other is.
+        // Memstores frozen and not yet passed over first, largest first;
+        // then compactions; then memstores put back after a pass. A pass
+        // over a full log can be put back many times while the log moves
+        // a little at a time, and the files it adds are what compaction
+        // merges: behind it, they would pile up past what the manifest
+        // holds.
+        if let Some(job) = self.pick_flush(false) {
+            return Some(job);
+        }
+        if let Some(i) = self
+            .compactions
+            .iter()
+            .position(|&r| !self.compacting[r as usize])
+        {
+            let r = self.compactions.remove(i).expect("position is in range");
+            self.compacting[r as usize] = true;
+            return Some(Job::Compact(r));
+        }
+        self.pick_flush(true)
+    }
+
+    /// The first memstore of a free region whose `again` (put back after
+    /// a pass) is as asked: the largest of those not put back, the one of
+    /// the lowest floor of those put back.
+    fn pick_flush(&mut self, again: bool) -> Option<Job> {
         let mut best: Option<usize> = None;
         let mut seen = vec![false; self.flushing.len()];
-        for (i, (r, ms, again)) in self.flushes.iter().enumerate() {
+        for (i, (r, ms, put_back)) in self.flushes.iter().enumerate() {
             let r = *r as usize;
             if seen[r] {
                 continue;
             }
             seen[r] = true;
-            if self.flushing[r] {
+            if self.flushing[r] || *put_back != again {
                 continue;
             }
-            let rank = |again: bool, ms: &Memstore| (!again, ms.bytes());
+            // A put-back pass waits for log space: the memstore that pins
+            // the oldest log goes first, since its flush is what frees it.
+            // (By size, a large one put back again and again kept a
+            // smaller one of another region, that pinned the log, waiting
+            // for good.)
             let better = best.is_none_or(|b| {
-                let (_, bm, bagain) = &self.flushes[b];
-                rank(*again, ms) > rank(*bagain, bm)
+                let other = &self.flushes[b].1;
+                match again {
+                    false => ms.bytes() > other.bytes(),
+                    true => ms.floor() < other.floor(),
+                }
             });
             if better {
                 best = Some(i);
             }
         }
-        if let Some(i) = best {
-            let (r, ms, _) = self.flushes.remove(i);
-            self.flushing[r as usize] = true;
-            return Some(Job::Flush(r, ms));
+        let (r, ms, _) = self.flushes.remove(best?);
+        self.flushing[r as usize] = true;
+        Some(Job::Flush(r, ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memstore(floor: u64, bytes: u64) -> Arc<Memstore> {
+        let ms = Arc::new(Memstore::new(floor, floor));
+        ms.charge(bytes);
+        ms
+    }
+
+    fn flush_of(job: Option<Job>) -> (u32, u64) {
+        match job {
+            Some(Job::Flush(r, ms)) => (r, ms.floor()),
+            Some(Job::Compact(r)) => panic!("a compaction of region {r}, not a flush"),
+            None => panic!("no job"),
         }
-        let i = self
-            .compactions
-            .iter()
-            .position(|&r| !self.compacting[r as usize])?;
-        let r = self.compactions.remove(i).expect("position is in range");
-        self.compacting[r as usize] = true;
-        Some(Job::Compact(r))
+    }
+
+    #[test]
+    fn put_back_passes_go_last_and_the_oldest_pin_first() {
+        let s = Scheduler::new(3);
+        // Region 1's pass was put back with the most bytes; region 0's,
+        // smaller, pins older log.
+        s.requeue_flush(1, memstore(120, 1 << 20));
+        s.requeue_flush(0, memstore(60, 1 << 10));
+        s.push_compaction(2);
+        s.push_flush(2, memstore(130, 10));
+        let tick = || {};
+        // A memstore not yet passed over first, then the compaction.
+        assert_eq!(flush_of(s.next(tick)), (2, 130));
+        assert!(matches!(s.next(tick), Some(Job::Compact(2))));
+        // Then the put-back pass of the lowest floor, whatever its size.
+        assert_eq!(flush_of(s.next(tick)), (0, 60));
+        assert_eq!(flush_of(s.next(tick)), (1, 120));
+    }
+
+    #[test]
+    fn a_region_flushes_its_memstores_oldest_first() {
+        let s = Scheduler::new(2);
+        s.push_flush(0, memstore(10, 1));
+        s.push_flush(0, memstore(20, 1 << 20));
+        s.push_flush(1, memstore(15, 100));
+        let tick = || {};
+        let first = flush_of(s.next(tick));
+        let second = flush_of(s.next(tick));
+        // Region 1's larger first memstore goes before region 0's small
+        // one; region 0's second waits until its first is done.
+        assert_eq!((first, second), ((1, 15), (0, 10)));
+        s.done(&Job::Flush(0, memstore(10, 1)));
+        assert_eq!(flush_of(s.next(tick)), (0, 20));
     }
 }
