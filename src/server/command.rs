@@ -318,23 +318,6 @@ pub fn position(name: &[u8]) -> Option<usize> {
         .position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
-/// Whether command `name` waits for stripes or its own writes, or may
-/// read for long, so that an event loop hands it to a worker: the
-/// read-modify-write commands, a SET with options, WAITAOF, and the walks
-/// (DBSIZE, SCAN, HGETALL, HLEN). A plain SET does not: its write is
-/// submitted and its reply waits.
-pub fn waits(name: &str, args: &[Vec<u8>]) -> bool {
-    match name {
-        "set" => args.len() > 3,
-        "getdel" | "mset" | "incr" | "decr" | "incrby" | "decrby" | "del" | "hset" | "hmset"
-        | "hdel" | "waitaof" => true,
-        // Long reads: a walk of the key space or of a wide row would hold
-        // up every other connection of the loop.
-        "dbsize" | "scan" | "hgetall" | "hlen" => true,
-        _ => false,
-    }
-}
-
 pub fn wrong_type() -> Reply {
     Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
 }
@@ -378,7 +361,7 @@ fn durability_name(d: Durability) -> &'static str {
 
 impl<'a> Conn<'a> {
     /// Runs one request: its command's name (for the metrics) and outcome.
-    pub fn dispatch(&mut self, args: Vec<Vec<u8>>) -> (&'static str, Outcome<'a>) {
+    pub fn dispatch(&mut self, args: Vec<Vec<u8>>) -> (&'static str, Outcome) {
         let Some(at) = position(&args[0]) else {
             let mut msg = format!(
                 "unknown command '{}', with args beginning with: ",
@@ -406,11 +389,6 @@ impl<'a> Conn<'a> {
                 spec.name,
                 Outcome::Reply(Reply::Error("NOAUTH Authentication required.".into())),
             );
-        }
-        // A command that waits (for stripes, for its writes) runs on a
-        // worker; the event loop goes on with other connections.
-        if !self.on_worker() && waits(spec.name, &args) {
-            return (spec.name, Outcome::Job(spec.name, args));
         }
         let out = match spec.name {
             "ping" => Outcome::Reply(match args.get(1) {
@@ -626,18 +604,10 @@ impl<'a> Conn<'a> {
         if replicas > 0 {
             return Reply::err("WAITAOF: Stria has no replicas; numreplicas must be 0");
         }
-        // Every earlier write of this connection has been acknowledged
-        // (the connection runs nothing else before); a barrier makes them
-        // all durable.
-        let wal = self.shared.engine.wal();
-        match wal
-            .barrier()
-            .map_err(|e| e.to_string())
-            .and_then(|t| t.wait().map_err(|e| e.to_string()))
-        {
-            Ok(_) => Reply::Array(vec![Reply::Int(1), Reply::Int(0)]),
-            Err(e) => Reply::err(format!("the log could not be made durable: {e}")),
-        }
+        // A barrier after every write the shard has applied: the reply
+        // goes once they are all durable, or says why not.
+        self.shard.barrier(&mut self.deps);
+        Reply::Array(vec![Reply::Int(1), Reply::Int(0)])
     }
 
     fn set_durability(&mut self, args: &[Vec<u8>]) -> Reply {

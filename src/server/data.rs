@@ -6,12 +6,9 @@ use super::command::{integer, not_integer, syntax_error, wrong_type};
 use super::conn::{Conn, Outcome};
 use super::keys::{self, Kind};
 use super::resp::Reply;
+use super::shard::CHUNK;
 use super::{glob, ServerEngine};
 use crate::config::Durability;
-
-/// Engine keys deleted or written per batch when a command touches many
-/// (a wide hash's fields): a batch must fit in one WAL batch.
-const CHUNK: usize = 1024;
 
 /// A command's early exit: the reply to send.
 type Res<T> = Result<T, Reply>;
@@ -102,15 +99,19 @@ impl<'a> Conn<'a> {
         Ok(())
     }
 
-    fn get_raw(&self, engine_key: &[u8]) -> Res<Option<Vec<u8>>> {
-        self.engine().get(engine_key).map_err(engine_err)
+    /// Engine key `engine_key` as the shard sees it (its dirty writes
+    /// first); the reply will wait for what it depends on.
+    fn get_raw(&mut self, engine_key: &[u8]) -> Res<Option<Vec<u8>>> {
+        self.shard
+            .get(engine_key, &mut self.deps)
+            .map_err(engine_err)
     }
 
-    fn string_value(&self, key: &[u8]) -> Res<Option<Vec<u8>>> {
+    fn string_value(&mut self, key: &[u8]) -> Res<Option<Vec<u8>>> {
         self.get_raw(&keys::string(key))
     }
 
-    fn is_hash(&self, key: &[u8]) -> Res<bool> {
+    fn is_hash(&mut self, key: &[u8]) -> Res<bool> {
         if !self.shared.hashes.load(Ordering::SeqCst) {
             return Ok(false);
         }
@@ -119,14 +120,11 @@ impl<'a> Conn<'a> {
 
     /// Makes it durable that a hash may exist ([`keys::HASHES`]) before
     /// the first marker is written, whatever this connection's level: a
-    /// restart that forgot it would take every hash for absent. The flag
-    /// is set in memory only then, under the caller's stripe.
+    /// restart that forgot it would take every hash for absent. Once in a
+    /// server's life, it waits for that write on the shard's thread; the
+    /// flag is set in memory only then.
     fn note_hashes(&self) -> Res<()> {
         let shared = self.shared;
-        if shared.hashes.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        let _one = shared.hashes_lock.lock().unwrap_or_else(|p| p.into_inner());
         if shared.hashes.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -137,30 +135,34 @@ impl<'a> Conn<'a> {
         Ok(())
     }
 
-    fn write(&self, writes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Res<()> {
-        for chunk in writes.chunks(CHUNK) {
-            let batch: Vec<(&[u8], Option<&[u8]>)> = chunk
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_deref()))
-                .collect();
-            self.engine()
-                .write_batch(&batch, Some(self.durability))
-                .map_err(engine_err)?;
-        }
+    /// Applies one command's writes on the shard at once; they go to the
+    /// WAL with the turn's, and the reply waits for them at the
+    /// connection's level.
+    fn write(&mut self, writes: Writes) -> Res<()> {
+        self.shard.write(self.durability, writes, &mut self.deps);
         Ok(())
     }
 
+    /// As the shard sees them: [`super::shard::Shard::scan`].
+    fn scan_raw(
+        &mut self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.shard
+            .scan(from, to, limit, &mut self.deps)
+            .map_err(engine_err)
+    }
+
     /// The fields of hash `key` (names and values), up to `limit`.
-    fn fields(&self, key: &[u8], limit: usize) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+    fn fields(&mut self, key: &[u8], limit: usize) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
         let start = keys::fields_start(key);
         let end = keys::fields_end(key);
         let mut out = Vec::new();
         let mut from = start.clone();
         while out.len() < limit {
-            let batch = self
-                .engine()
-                .scan(&from, Some(&end), (limit - out.len()).min(CHUNK))
-                .map_err(engine_err)?;
+            let batch = self.scan_raw(&from, Some(&end), (limit - out.len()).min(CHUNK))?;
             let Some((last, _)) = batch.last() else { break };
             from = last.clone();
             from.push(0);
@@ -176,7 +178,7 @@ impl<'a> Conn<'a> {
     }
 
     /// The deletes that remove hash `key`, marker and fields.
-    fn hash_deletes(&self, key: &[u8]) -> Res<Writes> {
+    fn hash_deletes(&mut self, key: &[u8]) -> Res<Writes> {
         let mut out: Writes = self
             .fields(key, usize::MAX)?
             .into_iter()
@@ -188,7 +190,7 @@ impl<'a> Conn<'a> {
         Ok(out)
     }
 
-    pub fn data(&mut self, name: &'static str, args: Vec<Vec<u8>>) -> Outcome<'a> {
+    pub fn data(&mut self, name: &'static str, args: Vec<Vec<u8>>) -> Outcome {
         // Checked before anything is read or written: a command whose
         // writes take several batches must not apply some of them.
         let (keys, values, fields) = spans(name);
@@ -238,7 +240,7 @@ impl<'a> Conn<'a> {
         Outcome::Reply(r.unwrap_or_else(|e| e))
     }
 
-    fn set(&mut self, args: Vec<Vec<u8>>) -> Outcome<'a> {
+    fn set(&mut self, args: Vec<Vec<u8>>) -> Outcome {
         let (mut nx, mut xx, mut get) = (false, false, false);
         for opt in &args[3..] {
             match opt.to_ascii_lowercase().as_slice() {
@@ -257,7 +259,6 @@ impl<'a> Conn<'a> {
             return self.plain_set(args);
         }
         let (key, value) = (&args[1], &args[2]);
-        let _x = self.shared.stripes.exclusive(&[key]);
         let r = (|| {
             let old = self.string_value(key)?;
             let hash = old.is_none() && self.is_hash(key)?;
@@ -279,87 +280,29 @@ impl<'a> Conn<'a> {
                 vec![]
             };
             writes.push((keys::string(key), Some(value.clone())));
-            self.write(&writes)?;
+            self.write(writes)?;
             Ok(reply)
         })();
         Outcome::Reply(r.unwrap_or_else(|e| e))
     }
 
-    /// SET without options: submitted, and its reply waits for the
-    /// acknowledgement while the connection goes on with its pipeline. On
-    /// an event loop it never waits for its stripe: a held stripe puts it
-    /// off, and a SET over a hash goes to a worker.
-    fn plain_set(&mut self, mut args: Vec<Vec<u8>>) -> Outcome<'a> {
-        let shared = self.shared;
-        let engine = &shared.engine;
-        let level = self.durability;
-        enum Why {
-            Hash,
-            Fail(Reply),
-        }
-        // Read under the stripe: an HSET of this key sets the flag before
-        // it lets the stripe go.
-        let not_hash = |key: &[u8]| {
-            if !shared.hashes.load(Ordering::SeqCst) {
-                return Ok(());
-            }
-            match engine.get(&keys::marker(key)) {
-                Ok(None) => Ok(()),
-                Ok(Some(_)) => Err(Why::Hash),
-                Err(e) => Err(Why::Fail(engine_err(e))),
-            }
-        };
-        if !self.on_worker() {
-            // The stripe is marked now and the write submitted with the
-            // rest of the turn's: a read-modify-write waits for the mark
-            // either way.
-            return match shared.stripes.try_plain(&args[1], || not_hash(&args[1])) {
-                Ok(Some(((), mark))) => {
-                    let value = std::mem::take(&mut args[2]);
-                    let batch = self.queue_write(keys::string(&args[1]), value);
-                    Outcome::Queued(batch, mark)
-                }
-                Ok(None) => Outcome::Defer(args),
-                Err(Why::Fail(r)) => Outcome::Reply(r),
-                Err(Why::Hash) => Outcome::Job("set", args),
+    /// SET without options: applied and queued for the turn's batch with
+    /// no read of the string, its reply waiting for the write. Over a hash
+    /// (once any hash was written), the row is deleted first.
+    fn plain_set(&mut self, mut args: Vec<Vec<u8>>) -> Outcome {
+        let key = std::mem::take(&mut args[1]);
+        let value = std::mem::take(&mut args[2]);
+        let r = (|| {
+            let mut writes = if self.is_hash(&key)? {
+                self.hash_deletes(&key)?
+            } else {
+                vec![]
             };
-        }
-        let (key, value) = (&args[1], &args[2]);
-        let ekey = keys::string(key);
-        // A worker has no writes of its own in flight to settle first.
-        let submitted = shared.stripes.plain(
-            key,
-            || {},
-            || {
-                not_hash(key)?;
-                engine
-                    .submit(&[(&ekey, Some(value))], Some(level))
-                    .map_err(|e| Why::Fail(engine_err(e)))
-            },
-        );
-        match submitted {
-            Ok((pending, mark)) => Outcome::Write {
-                pending,
-                mark,
-                ok: Reply::ok(),
-            },
-            Err(Why::Fail(r)) => Outcome::Reply(r),
-            Err(Why::Hash) => {
-                // Over a hash: delete its row and write, both under the stripe.
-                let _x = shared.stripes.exclusive(&[key]);
-                let r = (|| {
-                    let mut writes = if self.is_hash(key)? {
-                        self.hash_deletes(key)?
-                    } else {
-                        vec![]
-                    };
-                    writes.push((ekey.clone(), Some(value.to_vec())));
-                    self.write(&writes)?;
-                    Ok(Reply::ok())
-                })();
-                Outcome::Reply(r.unwrap_or_else(|e: Reply| e))
-            }
-        }
+            writes.push((keys::string(&key), Some(value)));
+            self.write(writes)?;
+            Ok(Reply::ok())
+        })();
+        Outcome::Reply(r.unwrap_or_else(|e: Reply| e))
     }
 
     fn get(&mut self, key: &[u8]) -> Res<Reply> {
@@ -377,10 +320,9 @@ impl<'a> Conn<'a> {
     }
 
     fn getdel(&mut self, key: &[u8]) -> Res<Reply> {
-        let _x = self.shared.stripes.exclusive(&[key]);
         match self.string_value(key)? {
             Some(v) => {
-                self.write(&[(keys::string(key), None)])?;
+                self.write(vec![(keys::string(key), None)])?;
                 Ok(Reply::Bulk(v))
             }
             None if self.is_hash(key)? => Err(wrong_type()),
@@ -401,7 +343,6 @@ impl<'a> Conn<'a> {
             return Err(Reply::err("wrong number of arguments for 'mset' command"));
         }
         let names: Vec<&Vec<u8>> = args.iter().step_by(2).collect();
-        let _x = self.shared.stripes.exclusive(&names);
         let mut writes = Vec::with_capacity(names.len());
         for pair in args.chunks(2) {
             if self.is_hash(&pair[0])? {
@@ -409,13 +350,12 @@ impl<'a> Conn<'a> {
             }
             writes.push((keys::string(&pair[0]), Some(pair[1].clone())));
         }
-        self.write(&writes)?;
+        self.write(writes)?;
         Ok(Reply::ok())
     }
 
     fn incr(&mut self, key: &[u8], by: Option<i64>) -> Res<Reply> {
         let by = by.ok_or_else(not_integer)?;
-        let _x = self.shared.stripes.exclusive(&[key]);
         let now = match self.string_value(key)? {
             Some(v) => integer(&v).ok_or_else(not_integer)?,
             None if self.is_hash(key)? => return Err(wrong_type()),
@@ -424,12 +364,14 @@ impl<'a> Conn<'a> {
         let next = now
             .checked_add(by)
             .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
-        self.write(&[(keys::string(key), Some(next.to_string().into_bytes()))])?;
+        self.write(vec![(
+            keys::string(key),
+            Some(next.to_string().into_bytes()),
+        )])?;
         Ok(Reply::Int(next))
     }
 
     fn del(&mut self, names: &[Vec<u8>]) -> Res<Reply> {
-        let _x = self.shared.stripes.exclusive(names);
         let mut writes = Vec::new();
         let mut count = 0;
         let mut seen: Vec<&[u8]> = Vec::new();
@@ -446,7 +388,7 @@ impl<'a> Conn<'a> {
                 count += 1;
             }
         }
-        self.write(&writes)?;
+        self.write(writes)?;
         Ok(Reply::Int(count))
     }
 
@@ -472,14 +414,11 @@ impl<'a> Conn<'a> {
 
     /// Up to `count` Redis keys from engine key `from` on, each with its
     /// type, and where to go on (`None`: the end).
-    fn walk(&self, from: &[u8], count: usize) -> Res<Walked> {
+    fn walk(&mut self, from: &[u8], count: usize) -> Res<Walked> {
         let mut found = Vec::new();
         let mut from = from.to_vec();
         while found.len() < count {
-            let batch = self
-                .engine()
-                .scan(&from, None, (count - found.len()).clamp(16, CHUNK))
-                .map_err(engine_err)?;
+            let batch = self.scan_raw(&from, None, (count - found.len()).clamp(16, CHUNK))?;
             if batch.is_empty() {
                 return Ok((found, None));
             }
@@ -578,7 +517,6 @@ impl<'a> Conn<'a> {
                 "wrong number of arguments for '{name}' command"
             )));
         }
-        let _x = self.shared.stripes.exclusive(&[key]);
         if self.string_value(key)?.is_some() {
             return Err(wrong_type());
         }
@@ -596,7 +534,7 @@ impl<'a> Conn<'a> {
         }
         // The marker goes first: a crash part way through a wide HSET
         // leaves a hash that exists, never fields without their hash.
-        self.write(&writes)?;
+        self.write(writes)?;
         Ok(if hmset {
             Reply::ok()
         } else {
@@ -605,7 +543,7 @@ impl<'a> Conn<'a> {
     }
 
     /// WRONGTYPE if `key` is a string.
-    fn expect_hash(&self, key: &[u8]) -> Res<()> {
+    fn expect_hash(&mut self, key: &[u8]) -> Res<()> {
         if self.string_value(key)?.is_some() {
             return Err(wrong_type());
         }
@@ -635,7 +573,6 @@ impl<'a> Conn<'a> {
     }
 
     fn hdel(&mut self, key: &[u8], fields: &[Vec<u8>]) -> Res<Reply> {
-        let _x = self.shared.stripes.exclusive(&[key]);
         self.expect_hash(key)?;
         let mut writes = Vec::new();
         let mut seen: Vec<&[u8]> = Vec::new();
@@ -653,9 +590,9 @@ impl<'a> Conn<'a> {
         if removed == 0 {
             return Ok(Reply::Int(0));
         }
-        self.write(&writes)?;
+        self.write(writes)?;
         if self.fields(key, 1)?.is_empty() {
-            self.write(&[(keys::marker(key), None)])?;
+            self.write(vec![(keys::marker(key), None)])?;
         }
         Ok(Reply::Int(removed))
     }

@@ -1,18 +1,19 @@
-//! The event loops: each serves many connections on one thread (epoll,
-//! through mio), Redis-style. A loop never waits for an acknowledgement, a
-//! stripe or a worker; it does wait where the engine pushes back on every
+//! The shard reactor's event loop: it serves many connections on one
+//! thread (epoll, through mio), Redis-style, and runs every command of
+//! its shard ([`Shard`]) to completion, serially, with no lock and no
+//! other thread on the command path. It never waits for an
+//! acknowledgement; it does wait where the engine pushes back on every
 //! writer (memstores over the global limit, a full WAL ring) and for a
 //! device read.
 //!
-//! A turn: take the workers' replies; encode the replies of connections
-//! whose writes were acknowledged; read what every ready connection has
-//! and run its complete requests. Plain writes are submitted and their
-//! replies wait in order in the connection ([`Conn`]); commands that wait
-//! go to a worker ([`super::worker`]). Then each connection's encoded
-//! replies are written without blocking, and the loop polls again. An
-//! acknowledgement, a worker's reply or the end of a stripe hold wakes it
-//! ([`LoopNotify`]), so while one group commit is on its way the loop
-//! reads and submits the requests of the next.
+//! A turn: let go of the batches acknowledged since the last; encode the
+//! replies whose writes are acknowledged; read what every ready
+//! connection has and run its complete requests, each applying its writes
+//! to the shard at once and queueing its reply behind them ([`Conn`]);
+//! write each connection's encoded replies without blocking; submit the
+//! turn's batches to the engine together; poll again. An acknowledgement
+//! wakes it ([`LoopNotify`]), so while one group commit is on its way the
+//! loop reads and runs the requests of the next.
 //!
 //! A connection whose replies do not all fit in its socket waits for it to
 //! drain before the loop reads or runs anything more of it, so a client
@@ -26,18 +27,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam::channel;
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
-use super::conn::{Conn, Input, Taken, Turn};
+use super::conn::{Conn, Input, Taken};
 use super::resp::{Parser, Reply};
-use super::worker::{Done, Task};
+use super::shard::Shard;
 use super::{Client, Shared};
 use crate::wal::Notify;
 
-/// The token of a loop's waker (new connections, acknowledgements, worker
-/// replies, stripe holds ending, the stop).
+/// The token of a loop's waker (new connections, acknowledgements, the
+/// stop).
 const WAKER: Token = Token(usize::MAX);
 
 /// Reads from one connection in one turn, at most: a client that keeps
@@ -62,13 +62,10 @@ pub struct LoopNotify {
     waker: Arc<Waker>,
     /// The loop is about to sleep, or sleeps.
     armed: AtomicBool,
-    /// Told since the loop last looked: a stripe hold may have ended.
-    poked: AtomicBool,
 }
 
 impl Notify for LoopNotify {
     fn notify(&self) {
-        self.poked.store(true, Ordering::SeqCst);
         if self.armed.swap(false, Ordering::SeqCst) {
             let _ = self.waker.wake();
         }
@@ -96,13 +93,8 @@ impl Parts {
             notify: Arc::new(LoopNotify {
                 waker,
                 armed: AtomicBool::new(false),
-                poked: AtomicBool::new(false),
             }),
         })
-    }
-
-    pub fn notify(&self) -> Arc<LoopNotify> {
-        self.notify.clone()
     }
 }
 
@@ -112,13 +104,12 @@ pub fn spawn(
     shared: Arc<Shared>,
     i: usize,
     parts: Parts,
-    workers: channel::Sender<Task>,
 ) -> io::Result<(LoopHandle, Sender<Handoff>)> {
     let waker = parts.notify.waker.clone();
     let (tx, rx) = mpsc::channel();
     let thread = std::thread::Builder::new()
-        .name(format!("stria-loop-{i}"))
-        .spawn(move || run(&shared, parts, rx, workers))?;
+        .name(format!("stria-shard-{i}"))
+        .spawn(move || run(&shared, parts, rx))?;
     Ok((LoopHandle { waker, thread }, tx))
 }
 
@@ -158,34 +149,26 @@ impl Drop for Connection<'_> {
 struct Loop<'a> {
     shared: &'a Shared,
     notify: Arc<LoopNotify>,
-    /// The plain SETs of the turn under way.
-    turn: Rc<Turn<'a>>,
+    /// The shard whose commands the loop runs.
+    shard: Rc<Shard<'a>>,
     conns: Vec<Option<Connection<'a>>>,
     free: Vec<usize>,
     /// Connections to read or run in the next turn.
     work: Vec<usize>,
-    /// Connections with writes in flight, a worker's reply to come, or a
-    /// request put off.
+    /// Connections with replies waiting for writes.
     waiting: Vec<usize>,
-    workers: channel::Sender<Task>,
-    done_tx: Sender<Done>,
-    done_rx: Receiver<Done>,
 }
 
-fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>, workers: channel::Sender<Task>) {
+fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
     let Parts { mut poll, notify } = parts;
-    let (done_tx, done_rx) = mpsc::channel();
     let mut lp = Loop {
         shared,
         notify,
-        turn: Rc::new(Turn::default()),
+        shard: Rc::new(Shard::new(&shared.engine)),
         conns: Vec::new(),
         free: Vec::new(),
         work: Vec::new(),
         waiting: Vec::new(),
-        workers,
-        done_tx,
-        done_rx,
     };
     let mut events = Events::with_capacity(1024);
     let mut deadline: Option<Instant> = None;
@@ -207,7 +190,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>, workers: channel::S
             }
             continue;
         }
-        let mut woken = lp.notify.poked.swap(false, Ordering::SeqCst);
+        let mut woken = false;
         for ev in events.iter() {
             match ev.token() {
                 WAKER => woken = true,
@@ -221,13 +204,13 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>, workers: channel::S
         if woken && !stopping {
             lp.accept(&rx, poll.registry());
         }
-        lp.turn(stopping, woken);
+        lp.turn(stopping);
     }
-    // Connections close (waiting for their writes in flight, whose
-    // stripes must be let go) as they drop.
     for i in 0..lp.conns.len() {
         lp.close(i);
     }
+    // Writes applied are acknowledged before the engine closes.
+    lp.shard.settle_all();
     // Connections handed over after the loop stopped looking.
     while let Ok((client, _stream)) = rx.try_recv() {
         shared.forget(&client);
@@ -244,14 +227,10 @@ impl<'a> Loop<'a> {
         // Armed first, then checked: an acknowledgement in between is seen
         // here or wakes the poll.
         self.notify.armed.store(true, Ordering::SeqCst);
-        // A wake that came during the turn (a hold ended) is for the
-        // parked requests: the next turn tries them.
-        let poked = self.notify.poked.load(Ordering::SeqCst);
-        let ready = self.waiting.iter().any(|&i| {
-            self.conns[i]
-                .as_ref()
-                .is_some_and(|c| c.conn.ready() || (poked && c.conn.parked()))
-        });
+        let ready = self
+            .waiting
+            .iter()
+            .any(|&i| self.conns[i].as_ref().is_some_and(|c| c.conn.ready()));
         if ready {
             Some(Duration::ZERO)
         } else if stopping {
@@ -293,7 +272,7 @@ impl<'a> Loop<'a> {
             }
             let shared = self.shared;
             let mut parser = Parser::new(shared.opts.limits);
-            let conn = Conn::new(shared, client, self.turn.clone());
+            let conn = Conn::new(shared, client, self.shard.clone());
             parser.set_authenticated(conn.authed);
             self.conns[i] = Some(Connection {
                 stream,
@@ -347,25 +326,18 @@ impl<'a> Loop<'a> {
                 .conns
                 .iter()
                 .flatten()
-                .all(|c| c.dead || (!c.blocked && !c.conn.in_flight() && !c.conn.has_deferred()))
+                .all(|c| c.dead || (!c.blocked && !c.conn.in_flight()))
     }
 
-    fn turn(&mut self, stopping: bool, woken: bool) {
-        // Workers' replies.
-        while let Ok((i, id, r)) = self.done_rx.try_recv() {
-            if let Some(c) = self.conns[i].as_mut().filter(|c| c.conn.client.id == id) {
-                c.conn.job_done(r);
-                self.queue(i);
-            }
-        }
-        // Acknowledged writes; requests put off for a stripe, when a hold
-        // may have ended.
+    fn turn(&mut self, stopping: bool) {
+        self.shard.retire();
+        // Replies whose writes were acknowledged.
         for i in std::mem::take(&mut self.waiting) {
             let Some(c) = self.conns[i].as_mut() else {
                 continue;
             };
             c.waiting = false;
-            if c.conn.ready() || (woken && c.conn.parked()) {
+            if c.conn.ready() {
                 self.queue(i);
             } else {
                 c.waiting = true;
@@ -379,43 +351,22 @@ impl<'a> Loop<'a> {
             };
             c.queued = false;
             let mut again = false;
-            c.conn.progress(false);
+            c.conn.progress();
             if !c.dead && !c.blocked && !c.closing {
                 again = serve(self.shared, c, stopping);
             }
-            if let Some(job) = c.conn.job.take() {
-                let task = Task {
-                    job,
-                    slot: i,
-                    back: self.done_tx.clone(),
-                    waker: self.notify.waker.clone(),
-                };
-                if self.workers.send(task).is_err() {
-                    c.conn.job_done(Reply::err(
-                        "the server is stopping; the command did not run",
-                    ));
-                }
-            }
-            c.conn.progress(false);
+            c.conn.progress();
             if !c.dead && !c.blocked && !c.conn.out.is_empty() {
                 flush(self.shared, c);
             }
-            // A connection that is not served (its client does not read
-            // its replies, or it is going) must not keep the next hold of
-            // a stripe waiting for its put-off SET, which it would not try
-            // again: the SET is put off anew when it is tried.
-            if c.dead || c.blocked || c.closing {
-                c.conn.unpark();
-            }
-            // A connection goes only once nothing of it is in flight: its
-            // writes may not be submitted yet, a worker may be running its
-            // command.
+            // A connection whose replies wait for writes goes once they are
+            // out (a dead one at once: the shard keeps the writes).
             let settled = !c.conn.in_flight();
-            if settled && (c.dead || (c.closing && !c.blocked)) {
+            if c.dead || (settled && c.closing && !c.blocked) {
                 self.close(i);
                 continue;
             }
-            if !settled || c.conn.parked() {
+            if !settled {
                 if !c.waiting {
                     c.waiting = true;
                     self.waiting.push(i);
@@ -424,9 +375,11 @@ impl<'a> Loop<'a> {
                 self.queue(i);
             }
         }
-        // The turn's plain SETs go to the engine together.
+        // The turn's writes go to the engine together.
         let notify: Arc<dyn Notify> = self.notify.clone();
-        self.turn.submit(&self.shared.engine, &notify);
+        self.shard.submit(&notify);
+        let (keys, bytes) = self.shard.pending();
+        self.shared.metrics.set_dirty(keys as u64, bytes as u64);
     }
 
     fn close(&mut self, i: usize) {

@@ -1,25 +1,14 @@
 //! The appliance server: RESP (the Redis protocol) over TCP on the engine.
 //!
-//! A few event-loop threads (`server.io-threads`, epoll through mio) serve
-//! every connection, Redis-style; an acceptor thread hands new connections
-//! to them in turn. A loop reads what its ready connections have, takes
-//! every complete request off their buffers and runs them in order, and
-//! never waits for an acknowledgement, a stripe or a worker. Plain writes
-//! (`SET` without options) are submitted and not waited for, so a
-//! pipeline's writes, and those of every connection, share the WAL's
-//! group commit; their replies go out, in
-//! order, once the acknowledgement wakes the loop. A write's reply goes
-//! out only once it is acknowledged at the connection's durability level,
-//! so what a client was told `OK` survives as promised. Any other command
-//! of a connection runs only once its writes in flight are acknowledged.
-//!
-//! Commands that read a key to decide what to write (INCR, SET NX, HSET,
-//! DEL, ...) run on worker threads ([`worker`]) and take their keys'
-//! stripes exclusively: [`stripes`] makes them wait for the plain writes in
-//! flight on those stripes and holds new ones back, so they see every write
-//! acknowledged before them and nothing slips between their read and their
-//! write. The loop takes no further request of that connection until the
-//! worker's reply is back.
+//! One shard reactor (an event-loop thread, epoll through mio) serves
+//! every connection, Redis-style, and runs every command to completion on
+//! the shard's state ([`shard`]); an acceptor thread hands it new
+//! connections. A write is applied to the shard at once, so the next
+//! command on its key sees it at memory speed, and goes to the WAL with
+//! the rest of the turn's; every reply leaves only once the writes it
+//! reveals are acknowledged at their levels, so what a client was told
+//! survives as promised. Replies go out in order; a pipeline's writes,
+//! and those of every connection, share the WAL's group commit.
 
 mod command;
 mod conn;
@@ -31,8 +20,7 @@ pub mod keys;
 pub mod metrics;
 pub mod resp;
 mod run;
-mod stripes;
-mod worker;
+mod shard;
 
 pub use run::serve;
 
@@ -50,7 +38,6 @@ use crate::device::AnyDevice;
 use crate::engine::{Engine, EngineStats};
 
 use metrics::ServerMetrics;
-use stripes::Stripes;
 
 /// The engine the server runs on.
 pub type ServerEngine = Engine<AnyDevice>;
@@ -61,8 +48,6 @@ pub struct ServerOptions {
     pub listen: SocketAddr,
     pub password: Option<String>,
     pub max_clients: usize,
-    /// Event-loop threads.
-    pub io_threads: usize,
     pub limits: resp::Limits,
     pub durability: Durability,
     /// The longest engine key (`memstore.max-key`).
@@ -87,7 +72,6 @@ impl ServerOptions {
             listen: s.listen,
             password: s.password.clone(),
             max_clients: s.max_clients,
-            io_threads: s.io_threads,
             limits: resp::Limits {
                 max_bulk: s.max_bulk as usize,
                 max_query: s.max_query as usize,
@@ -123,7 +107,6 @@ pub struct Shared {
     pub started: Instant,
     /// The address the server listens on (the real port when 0 was asked).
     pub local_addr: SocketAddr,
-    stripes: Stripes,
     clients: Mutex<HashMap<u64, Arc<Client>>>,
     next_client: AtomicU64,
     cursors: Mutex<Cursors>,
@@ -135,8 +118,6 @@ pub struct Shared {
     /// A hash may exist ([`keys::HASHES`]); while none does, no command
     /// looks for a hash marker.
     pub hashes: AtomicBool,
-    /// Held while the first hash's flag is made durable.
-    hashes_lock: Mutex<()>,
     /// Bytes connections' request buffers hold beyond their first chunk.
     buffered: AtomicUsize,
 }
@@ -215,7 +196,6 @@ pub struct Server {
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
     loops: Vec<event::LoopHandle>,
-    workers: Option<worker::Workers>,
     metrics: Option<(SocketAddr, JoinHandle<()>, metrics::ShutdownHandle)>,
 }
 
@@ -238,7 +218,6 @@ impl Server {
             ),
             started: Instant::now(),
             local_addr,
-            stripes: Stripes::new(),
             clients: Mutex::new(HashMap::new()),
             next_client: AtomicU64::new(1),
             cursors: Mutex::new(Cursors::default()),
@@ -248,7 +227,6 @@ impl Server {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             hashes: AtomicBool::new(hashes),
-            hashes_lock: Mutex::new(()),
             buffered: AtomicUsize::new(0),
             opts,
         });
@@ -263,40 +241,18 @@ impl Server {
             }
             None => None,
         };
-        let workers = worker::Workers::start(&shared, worker::WORKERS)
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot start the workers: {e}")))?;
-        let mut parts = Vec::new();
-        for _ in 0..shared.opts.io_threads.max(1) {
-            parts.push(event::Parts::new().map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot start an event loop: {e}"))
-            })?);
-        }
-        // A stripe hold that ends wakes the loops, which may have plain
-        // writes put off for it.
-        shared.stripes.set_wake(
-            parts
-                .iter()
-                .map(|p| p.notify() as Arc<dyn crate::wal::Notify>)
-                .collect(),
-        );
+        // One shard: every key is its own, so commands on any keys run
+        // serially, to completion, with no lock (see ARCHITECTURE.md).
         let mut loops = Vec::new();
         let mut handoff = Vec::new();
-        for (i, p) in parts.into_iter().enumerate() {
-            match event::spawn(shared.clone(), i, p, workers.sender()) {
-                Ok((handle, tx)) => {
-                    handoff.push((tx, handle.waker.clone()));
-                    loops.push(handle);
-                }
-                Err(e) => {
-                    stop_loops(&shared, loops);
-                    workers.stop();
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("cannot start an event loop: {e}"),
-                    ));
-                }
-            }
-        }
+        let parts = event::Parts::new().map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot start the shard reactor: {e}"))
+        })?;
+        let (handle, tx) = event::spawn(shared.clone(), 0, parts).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot start the shard reactor: {e}"))
+        })?;
+        handoff.push((tx, handle.waker.clone()));
+        loops.push(handle);
         let s = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("stria-accept".into())
@@ -305,7 +261,6 @@ impl Server {
             Ok(a) => a,
             Err(e) => {
                 stop_loops(&shared, loops);
-                workers.stop();
                 return Err(e);
             }
         };
@@ -313,7 +268,6 @@ impl Server {
             shared,
             acceptor: Some(acceptor),
             loops,
-            workers: Some(workers),
             metrics,
         })
     }
@@ -349,7 +303,6 @@ impl Server {
             shared,
             mut acceptor,
             loops,
-            mut workers,
             mut metrics,
         } = self;
         shared.request_stop();
@@ -358,12 +311,9 @@ impl Server {
         if let Some(a) = acceptor.take() {
             let _ = a.join();
         }
-        // No write lands after the loops and the workers are done: the
-        // log is made durable after.
+        // No write lands after the loops are done: the log is made
+        // durable after.
         stop_loops(&shared, loops);
-        if let Some(w) = workers.take() {
-            w.stop();
-        }
         if let Some((_, handle, stop)) = metrics.take() {
             stop.shutdown();
             let _ = handle.join();

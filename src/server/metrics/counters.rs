@@ -246,6 +246,12 @@ pub struct ServerMetrics {
     bytes_out: AtomicU64,
     protocol_errors: AtomicU64,
     auth_failures: AtomicU64,
+    /// Replies held until the writes they depend on are acknowledged.
+    replies_waiting: AtomicU64,
+    /// Keys the shard wrote whose writes are not yet acknowledged and in
+    /// the memstores, and the bytes they hold.
+    dirty_keys: AtomicU64,
+    dirty_bytes: AtomicU64,
     pub(super) commands: Box<[CommandCounters]>,
     index: HashMap<&'static str, usize>,
     sampler: Mutex<Sampler>,
@@ -301,6 +307,9 @@ impl ServerMetrics {
             bytes_out: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
+            replies_waiting: AtomicU64::new(0),
+            dirty_keys: AtomicU64::new(0),
+            dirty_bytes: AtomicU64::new(0),
             commands,
             index,
             sampler: Mutex::new(Sampler::default()),
@@ -318,6 +327,36 @@ impl ServerMetrics {
         let _ = self
             .connected
             .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+    }
+
+    /// `held` more replies wait for writes (negative: fewer).
+    pub fn replies_held(&self, held: i64) {
+        if held >= 0 {
+            self.replies_waiting.fetch_add(held as u64, Relaxed);
+        } else {
+            let _ = self.replies_waiting.fetch_update(Relaxed, Relaxed, |n| {
+                Some(n.saturating_sub(held.unsigned_abs()))
+            });
+        }
+    }
+
+    /// Replies held until their writes are acknowledged.
+    pub fn replies_waiting(&self) -> u64 {
+        self.replies_waiting.load(Relaxed)
+    }
+
+    /// The shard's dirty keys and their bytes, as of its last turn.
+    pub fn set_dirty(&self, keys: u64, bytes: u64) {
+        self.dirty_keys.store(keys, Relaxed);
+        self.dirty_bytes.store(bytes, Relaxed);
+    }
+
+    /// The shard's dirty keys and their bytes.
+    pub fn dirty(&self) -> (u64, u64) {
+        (
+            self.dirty_keys.load(Relaxed),
+            self.dirty_bytes.load(Relaxed),
+        )
     }
 
     /// A connection was refused (too many clients); it is not counted as

@@ -167,6 +167,25 @@ pub(super) fn render_server(t: &mut Text, s: &ServerMetrics) {
         s.connected(),
     );
     t.single(
+        "replies_waiting",
+        "gauge",
+        "Replies held until the writes they depend on are acknowledged at their levels.",
+        s.replies_waiting(),
+    );
+    let (dirty_keys, dirty_bytes) = s.dirty();
+    t.single(
+        "shard_dirty_keys",
+        "gauge",
+        "Keys written on the shard whose writes are not yet acknowledged and in the memstores.",
+        dirty_keys,
+    );
+    t.single(
+        "shard_dirty_bytes",
+        "gauge",
+        "Bytes the shard's dirty keys hold (keys, values and 64 bytes each).",
+        dirty_bytes,
+    );
+    t.single(
         "connections_received_total",
         "counter",
         "Client connections accepted.",

@@ -1,0 +1,452 @@
+//! A shard's state: the keys it owns as its commands see them. Commands
+//! run here serially, to completion, on the shard's thread: a write is
+//! applied at once to the shard's table of dirty keys (so the next
+//! command on that key, a hot INCR, reads it at memory speed) and goes to
+//! the turn's batch for its durability level; at the end of the turn the
+//! batches go to the engine together and share the WAL's group commit.
+//!
+//! A reply never reveals a write that a crash could lose: every command
+//! collects the [`Deps`] of what it read (the dirty keys' writes and what
+//! they depended on in turn) and of what it wrote, and its reply leaves
+//! only once those writes are acknowledged at their own levels (early
+//! lock release with flush pipelining, as Aether names it; Redis with
+//! `appendfsync always` does the same for a whole event-loop turn). A
+//! dirty key stays in the table until its write is acknowledged and in
+//! the engine's memstore, and what it depended on is acknowledged too:
+//! from then on, a read of the engine reveals nothing a crash could lose.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::ServerEngine;
+use crate::config::Durability;
+use crate::device::AnyDevice;
+use crate::engine::{EngineError, Pending};
+use crate::wal::{Notify, Ticket};
+
+/// Engine writes per submission: a submission must fit in one WAL batch.
+/// A command's writes are not split unless it alone has more.
+pub const CHUNK: usize = 1024;
+
+/// An engine write: a key and its value, or `None` for a delete.
+pub type Write = (Vec<u8>, Option<Vec<u8>>);
+
+/// Engine keys and values a scan found.
+pub type Found = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The writes of one turn at one durability level, or a barrier (WAITAOF).
+pub struct Batch<'a> {
+    /// Order of creation on the shard, which is the order of submission,
+    /// and so of LSNs.
+    seq: u64,
+    level: Durability,
+    /// Engine writes (`None`: a delete) and where each command's end.
+    writes: RefCell<Vec<Write>>,
+    ends: RefCell<Vec<usize>>,
+    /// The keys written, kept after submission to leave the dirty table.
+    keys: RefCell<Vec<Vec<u8>>>,
+    /// What the writes of the batch depended on.
+    deps: RefCell<Deps<'a>>,
+    state: RefCell<State<'a>>,
+}
+
+enum State<'a> {
+    Open,
+    Submitted(Vec<Pending<'a, AnyDevice>>),
+    Barrier(Ticket),
+    Done(Result<(), String>),
+}
+
+impl<'a> Batch<'a> {
+    fn new(seq: u64, level: Durability) -> Batch<'a> {
+        Batch {
+            seq,
+            level,
+            writes: RefCell::new(Vec::new()),
+            ends: RefCell::new(Vec::new()),
+            keys: RefCell::new(Vec::new()),
+            deps: RefCell::new(Deps::default()),
+            state: RefCell::new(State::Open),
+        }
+    }
+
+    /// Acknowledged (or failed) at its level.
+    pub fn is_done(&self) -> bool {
+        match &*self.state.borrow() {
+            State::Open => false,
+            State::Submitted(p) => p.iter().all(Pending::is_done),
+            State::Barrier(t) => t.is_done(),
+            State::Done(_) => true,
+        }
+    }
+
+    /// Once done: the outcome, the writes inserted into the memstores.
+    fn settle(&self) -> Result<(), String> {
+        let mut st = self.state.borrow_mut();
+        let r = match std::mem::replace(&mut *st, State::Open) {
+            State::Submitted(ps) => ps
+                .into_iter()
+                .try_for_each(|p| p.wait().map_err(|e| e.to_string())),
+            State::Barrier(t) => t
+                .wait()
+                .map(|_| ())
+                .map_err(|e| format!("the log could not be made durable: {e}")),
+            State::Done(r) => r,
+            State::Open => Err("internal error: the write was not submitted".into()),
+        };
+        *st = State::Done(r.clone());
+        r
+    }
+
+    /// The failure, once done.
+    fn failure(&self) -> Option<String> {
+        if !self.is_done() {
+            return None;
+        }
+        self.settle().err()
+    }
+}
+
+/// The writes a reply (or a dirty key) depends on: per level that a reply
+/// waits for, the newest such batch of the shard. Batches of one level
+/// are acknowledged in the order they were submitted (the WAL's written
+/// and durable LSNs only grow), so the newest stands for all before it.
+/// `none` and `async` writes are acknowledged before they are durable by
+/// their meaning: nothing waits for them.
+#[derive(Clone, Default)]
+pub struct Deps<'a> {
+    written: Option<Rc<Batch<'a>>>,
+    synced: Option<Rc<Batch<'a>>>,
+}
+
+impl<'a> Deps<'a> {
+    /// Depends on `b` too.
+    pub fn add(&mut self, b: &Rc<Batch<'a>>) {
+        let slot = match b.level {
+            Durability::Write => &mut self.written,
+            Durability::Sync => &mut self.synced,
+            Durability::None | Durability::Async => return,
+        };
+        if slot.as_ref().is_none_or(|s| s.seq < b.seq) {
+            *slot = Some(b.clone());
+        }
+    }
+
+    /// Depends on everything `o` depends on too.
+    pub fn merge(&mut self, o: &Deps<'a>) {
+        for b in o.written.iter().chain(&o.synced) {
+            self.add(b);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.written.is_none() && self.synced.is_none()
+    }
+
+    /// Every write depended on is acknowledged (or failed).
+    pub fn ready(&self) -> bool {
+        self.written.iter().chain(&self.synced).all(|b| b.is_done())
+    }
+
+    /// Why a write depended on failed, once [`Deps::ready`].
+    pub fn failure(&self) -> Option<String> {
+        self.written
+            .iter()
+            .chain(&self.synced)
+            .find_map(|b| b.failure())
+    }
+}
+
+/// A key written on the shard whose write is not yet acknowledged and in
+/// the engine (or whose dependencies are not).
+struct Dirty<'a> {
+    value: Option<Vec<u8>>,
+    batch: Rc<Batch<'a>>,
+    /// The write itself, and what it depended on.
+    deps: Deps<'a>,
+}
+
+/// One shard's state.
+pub struct Shard<'a> {
+    engine: &'a ServerEngine,
+    dirty: RefCell<BTreeMap<Vec<u8>, Dirty<'a>>>,
+    /// Batches of the turn under way, in order.
+    open: RefCell<Vec<Rc<Batch<'a>>>>,
+    /// Submitted batches whose keys are still dirty.
+    flight: RefCell<VecDeque<Rc<Batch<'a>>>>,
+    next_seq: std::cell::Cell<u64>,
+    /// What the dirty keys hold, by [`dirty_bytes`].
+    dirty_bytes: std::cell::Cell<usize>,
+}
+
+/// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
+fn dirty_bytes(key: &[u8], value: Option<&Vec<u8>>) -> usize {
+    key.len() + value.map_or(0, Vec::len) + 64
+}
+
+impl<'a> Shard<'a> {
+    pub fn new(engine: &'a ServerEngine) -> Shard<'a> {
+        Shard {
+            engine,
+            dirty: RefCell::new(BTreeMap::new()),
+            open: RefCell::new(Vec::new()),
+            flight: RefCell::new(VecDeque::new()),
+            next_seq: std::cell::Cell::new(0),
+            dirty_bytes: std::cell::Cell::new(0),
+        }
+    }
+
+    /// The turn's open batch at `level`; a new one, last, when `fresh`.
+    fn batch(&self, level: Durability, fresh: bool) -> Rc<Batch<'a>> {
+        let mut open = self.open.borrow_mut();
+        if !fresh {
+            if let Some(b) = open.iter().rev().find(|b| b.level == level) {
+                return b.clone();
+            }
+        }
+        let seq = self.next_seq.get();
+        self.next_seq.set(seq + 1);
+        let b = Rc::new(Batch::new(seq, level));
+        open.push(b.clone());
+        b
+    }
+
+    /// The value of engine key `key` as the shard's commands see it; what
+    /// the reply then depends on goes to `deps`.
+    pub fn get(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Option<Vec<u8>>, EngineError> {
+        if let Some(d) = self.dirty.borrow().get(key) {
+            deps.merge(&d.deps);
+            return Ok(d.value.clone());
+        }
+        self.engine.get(key)
+    }
+
+    /// Applies `writes` (one command's) at once and queues them for the
+    /// end of the turn at `level`. They depend on `deps` (what the command
+    /// read), and `deps` then on them.
+    pub fn write(&self, level: Durability, writes: Vec<Write>, deps: &mut Deps<'a>) {
+        if writes.is_empty() {
+            return;
+        }
+        let b = self.batch(level, false);
+        deps.add(&b);
+        b.deps.borrow_mut().merge(deps);
+        let mut dirty = self.dirty.borrow_mut();
+        let mut queued = b.writes.borrow_mut();
+        let mut bytes = self.dirty_bytes.get();
+        for (k, v) in writes {
+            bytes += dirty_bytes(&k, v.as_ref());
+            let old = dirty.insert(
+                k.clone(),
+                Dirty {
+                    value: v.clone(),
+                    batch: b.clone(),
+                    deps: deps.clone(),
+                },
+            );
+            if let Some(old) = old {
+                bytes -= dirty_bytes(&k, old.value.as_ref());
+            }
+            queued.push((k, v));
+        }
+        self.dirty_bytes.set(bytes);
+        b.ends.borrow_mut().push(queued.len());
+    }
+
+    /// A barrier after every write so far: `deps` waits until they are
+    /// all durable (WAITAOF). A new batch, submitted after every other of
+    /// the turn; `sync` writes that join it later only move it on.
+    pub fn barrier(&self, deps: &mut Deps<'a>) {
+        let b = self.batch(Durability::Sync, true);
+        deps.add(&b);
+    }
+
+    /// Up to `limit` engine keys and values from `start` (inclusive) to
+    /// `end` (exclusive), as the shard's commands see them.
+    pub fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        deps: &mut Deps<'a>,
+    ) -> Result<Found, EngineError> {
+        let mut out = Vec::new();
+        let mut from = start.to_vec();
+        while out.len() < limit {
+            let want = limit - out.len();
+            let got = self.engine.scan(&from, end, want)?;
+            // Up to where the engine's answer is whole: past its last key
+            // only when it was cut at `want`.
+            let cut = got.len() == want;
+            let upto: Option<Vec<u8>> = match (cut, got.last()) {
+                (true, Some((k, _))) => {
+                    let mut after = k.clone();
+                    after.push(0);
+                    Some(after)
+                }
+                _ => end.map(<[u8]>::to_vec),
+            };
+            let dirty = self.dirty.borrow();
+            let range = dirty.range::<[u8], _>((
+                Bound::Included(from.as_slice()),
+                upto.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+            ));
+            let mut got = got.into_iter().peekable();
+            let mut ours = range.peekable();
+            loop {
+                let take_ours = match (got.peek(), ours.peek()) {
+                    (None, None) => break,
+                    (Some(_), None) => false,
+                    (None, Some(_)) => true,
+                    (Some((gk, _)), Some((dk, _))) => dk.as_slice() <= gk.as_slice(),
+                };
+                if take_ours {
+                    let (k, d) = ours.next().expect("peeked");
+                    if got.peek().is_some_and(|(gk, _)| gk == k) {
+                        got.next();
+                    }
+                    deps.merge(&d.deps);
+                    if let Some(v) = &d.value {
+                        out.push((k.clone(), v.clone()));
+                    }
+                } else {
+                    out.push(got.next().expect("peeked"));
+                }
+                if out.len() == limit {
+                    return Ok(out);
+                }
+            }
+            match (cut, upto) {
+                (true, Some(u)) => from = u,
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Submits the turn's batches to the engine, in order; `notify` is
+    /// told as each is acknowledged.
+    pub fn submit(&self, notify: &Arc<dyn Notify>) {
+        let open = std::mem::take(&mut *self.open.borrow_mut());
+        for b in open {
+            let writes = std::mem::take(&mut *b.writes.borrow_mut());
+            let ends = std::mem::take(&mut *b.ends.borrow_mut());
+            let state = if writes.is_empty() {
+                // A barrier.
+                match self.engine.wal().barrier() {
+                    Ok(t) => {
+                        t.notify(notify.clone());
+                        State::Barrier(t)
+                    }
+                    Err(e) => State::Done(Err(format!("the log could not be made durable: {e}"))),
+                }
+            } else {
+                self.submit_writes(&b, &writes, &ends, notify)
+            };
+            *b.keys.borrow_mut() = writes.into_iter().map(|(k, _)| k).collect();
+            *b.state.borrow_mut() = state;
+            self.flight.borrow_mut().push_back(b);
+        }
+    }
+
+    fn submit_writes(
+        &self,
+        b: &Batch<'a>,
+        writes: &[Write],
+        ends: &[usize],
+        notify: &Arc<dyn Notify>,
+    ) -> State<'a> {
+        // Commands' writes together, up to CHUNK a submission: one is split
+        // only when it alone has more.
+        let mut pendings = Vec::new();
+        let mut from = 0;
+        let mut start = 0;
+        let mut result = Ok(());
+        for &end in ends {
+            if end - from > CHUNK && start > from {
+                result = self.submit_range(b.level, &writes[from..start], notify, &mut pendings);
+                from = start;
+                if result.is_err() {
+                    break;
+                }
+            }
+            start = end;
+        }
+        if result.is_ok() {
+            result = self.submit_range(b.level, &writes[from..], notify, &mut pendings);
+        }
+        match result {
+            Ok(()) => State::Submitted(pendings),
+            Err(e) => {
+                for p in pendings {
+                    let _ = p.wait();
+                }
+                State::Done(Err(e))
+            }
+        }
+    }
+
+    fn submit_range(
+        &self,
+        level: Durability,
+        writes: &[Write],
+        notify: &Arc<dyn Notify>,
+        pendings: &mut Vec<Pending<'a, AnyDevice>>,
+    ) -> Result<(), String> {
+        for piece in writes.chunks(CHUNK) {
+            let refs: Vec<(&[u8], Option<&[u8]>)> = piece
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_deref()))
+                .collect();
+            let p = self
+                .engine
+                .submit(&refs, Some(level))
+                .map_err(|e| e.to_string())?;
+            p.notify(notify.clone());
+            pendings.push(p);
+        }
+        Ok(())
+    }
+
+    /// Lets go of the batches that are acknowledged: their writes go into
+    /// the memstores, and their keys leave the dirty table once what they
+    /// depended on is acknowledged too (a failed write's keys leave it at
+    /// once: reads find the engine's value again).
+    pub fn retire(&self) {
+        let mut flight = self.flight.borrow_mut();
+        let mut dirty = self.dirty.borrow_mut();
+        flight.retain(|b| {
+            if !b.is_done() {
+                return true;
+            }
+            let failed = b.settle().is_err();
+            if !failed && !b.deps.borrow().ready() {
+                return true;
+            }
+            for k in b.keys.borrow().iter() {
+                if dirty.get(k).is_some_and(|d| Rc::ptr_eq(&d.batch, b)) {
+                    let d = dirty.remove(k).expect("present");
+                    self.dirty_bytes
+                        .set(self.dirty_bytes.get() - dirty_bytes(k, d.value.as_ref()));
+                }
+            }
+            false
+        });
+    }
+
+    /// Dirty keys, and the bytes they hold (keys, values and overhead).
+    pub fn pending(&self) -> (usize, usize) {
+        (self.dirty.borrow().len(), self.dirty_bytes.get())
+    }
+
+    /// Waits for every batch submitted (a stopping server).
+    pub fn settle_all(&self) {
+        for b in self.flight.borrow().iter() {
+            let _ = b.settle();
+        }
+        self.retire();
+    }
+}
