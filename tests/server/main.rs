@@ -11,6 +11,7 @@ mod client;
 mod kill9;
 mod metrics;
 mod restart;
+mod revealed;
 mod tools;
 
 use std::io::{Read, Write};
