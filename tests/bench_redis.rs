@@ -272,8 +272,15 @@ fn redis_compare_against_a_stand_in_and_redis() {
     assert_eq!(lines.len(), 6, "{lines:?}");
     assert_eq!(report.cases.len(), 3);
     for case in &report.cases {
-        assert_eq!(case.stria.len(), 2);
-        assert_eq!(case.redis.as_ref().unwrap().len(), 2);
+        assert_eq!(case.stria.len(), 4);
+        assert_eq!(case.redis.as_ref().unwrap().len(), 4);
+        let redis = case.redis.as_ref().unwrap();
+        assert!(
+            redis
+                .iter()
+                .all(|r| r.cpu_us.is_some() && r.switches.is_some()),
+            "{redis:?}"
+        );
     }
     let t = report.to_string();
     assert!(
@@ -291,6 +298,8 @@ fn redis_compare_against_a_stand_in_and_redis() {
         "GET 50 1",
         "SET 50 16",
         "GET 50 16",
+        "INCR 50 16",
+        "INCR-1-KEY 50 1",
     ] {
         assert!(rows.iter().any(|r| r == row), "{row:?} in\n{t}");
     }

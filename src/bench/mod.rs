@@ -8,6 +8,7 @@ pub mod flush;
 pub mod ingest;
 pub mod latency;
 pub mod process;
+pub mod procstat;
 pub mod random_write;
 pub mod redis_compare;
 pub mod resp_client;

@@ -292,6 +292,11 @@ impl ServerProcess {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
 }
 
 fn stop_child(mut child: Child, timeout: Duration) -> io::Result<Stopped> {

@@ -1,5 +1,7 @@
-//! `stria bench redis-compare`: `redis-benchmark -t set,get` against Stria
-//! and against Redis with every write fsynced, on the same disk.
+//! `stria bench redis-compare`: `redis-benchmark` SET, GET, INCR (random
+//! keys) and INCR of one key against Stria and against Redis with every
+//! write fsynced, on the same disk, with each server's CPU time and
+//! context switches per request (from `/proc`) next to its rate.
 //!
 //! Stria is a `stria serve` the bench starts on a free loopback port.
 //! Redis (when `redis-server` is installed) runs on another free port with
@@ -20,6 +22,7 @@ use std::time::Duration;
 
 use super::latency::fmt_us;
 use super::process::{self, Serve, ServerProcess, STOP_TIMEOUT};
+use super::procstat;
 use super::table::Table;
 use crate::config::{Config, Durability};
 
@@ -53,7 +56,23 @@ pub struct CsvRow {
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub max_ms: Option<f64>,
+    /// The server's CPU time (user + system) and context switches per
+    /// request over the run, when its process could be read.
+    pub cpu_us: Option<f64>,
+    pub switches: Option<f64>,
 }
+
+/// The redis-benchmark tests of each case: the test, and whether its keys
+/// are random (`-r`) or one key (INCR of a hot counter).
+pub const TESTS: [(&str, bool); 4] = [
+    ("set", true),
+    ("get", true),
+    ("incr", true),
+    ("incr", false),
+];
+
+/// The name a one-key test's row gets.
+pub const HOT_INCR: &str = "INCR-1-KEY";
 
 /// Parses redis-benchmark's `--csv` output. Redis 7's has the header
 /// `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",
@@ -107,6 +126,8 @@ pub fn parse_csv(text: &str) -> Result<Vec<CsvRow>, String> {
             p50_ms: num("p50_latency_ms")?,
             p99_ms: num("p99_latency_ms")?,
             max_ms: num("max_latency_ms")?,
+            cpu_us: None,
+            switches: None,
         });
     }
     if rows.is_empty() {
@@ -296,7 +317,8 @@ pub fn requests_of(requests: u64, pipeline: usize) -> u64 {
         .min(i32::MAX as u64)
 }
 
-/// `redis-benchmark -t set,get` against `server`.
+/// Each of [`TESTS`] against `server`, one redis-benchmark each, with the
+/// server's CPU time and context switches per request around it.
 fn benchmark_run(
     server: &ServerProcess,
     password: Option<&str>,
@@ -304,16 +326,51 @@ fn benchmark_run(
     clients: usize,
     pipeline: usize,
 ) -> Result<Vec<CsvRow>, String> {
+    let mut rows = Vec::new();
+    let requests = requests_of(opts.requests, pipeline);
+    for (test, random) in TESTS {
+        let before = procstat::sample(server.pid());
+        let mut got = benchmark_one(server, password, opts, clients, pipeline, test, random)?;
+        let after = procstat::sample(server.pid());
+        if let (Some(a), Some(b)) = (before, after) {
+            let (cpu, switches) = a.per_op(&b, requests);
+            for r in &mut got {
+                r.cpu_us = Some(cpu);
+                r.switches = Some(switches);
+            }
+        }
+        if !random {
+            for r in &mut got {
+                r.test = HOT_INCR.to_string();
+            }
+        }
+        rows.extend(got);
+    }
+    Ok(rows)
+}
+
+/// `redis-benchmark -t test` against `server`.
+fn benchmark_one(
+    server: &ServerProcess,
+    password: Option<&str>,
+    opts: &CompareOptions,
+    clients: usize,
+    pipeline: usize,
+    test: &str,
+    random: bool,
+) -> Result<Vec<CsvRow>, String> {
     let mut cmd = Command::new("redis-benchmark");
     cmd.args(["-h", &server.addr.ip().to_string()])
         .args(["-p", &server.addr.port().to_string()])
-        .args(["-t", "set,get"])
+        .args(["-t", test])
         .args(["-d", &opts.data_size.to_string()])
         .args(["-n", &requests_of(opts.requests, pipeline).to_string()])
         .args(["-c", &clients.to_string()])
         .args(["-P", &pipeline.to_string()])
-        .args(["-r", &KEYSPACE.to_string()])
         .arg("--csv");
+    if random {
+        cmd.args(["-r", &KEYSPACE.to_string()]);
+    }
     if let Some(p) = password {
         cmd.args(["-a", p]);
     }
@@ -343,6 +400,10 @@ fn benchmark_run(
     })
 }
 
+fn per_op(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"))
+}
+
 fn p99_us(row: Option<&CsvRow>) -> String {
     row.and_then(|r| r.p99_ms)
         .map_or_else(|| "-".to_string(), |ms| fmt_us(ms * 1000.0))
@@ -353,7 +414,7 @@ impl fmt::Display for CompareReport {
         let o = &self.opts;
         writeln!(
             f,
-            "redis-benchmark -t set,get -d {} -n {} (times P with -P P) -r {KEYSPACE}; stria: stria serve with {}, durability {} (the server's default: redis-benchmark cannot set one)",
+            "redis-benchmark -t set / get / incr -d {} -n {} (times P with -P P) -r {KEYSPACE}, and -t incr without -r ({HOT_INCR}); cpu: server utime+stime per request; cs: server context switches per request; stria: stria serve with {}, durability {} (the server's default: redis-benchmark cannot set one)",
             o.data_size,
             o.requests,
             self.stria_source,
@@ -382,6 +443,10 @@ impl fmt::Display for CompareReport {
             "stria/redis",
             "stria p99 us",
             "redis p99 us",
+            "stria cpu us",
+            "redis cpu us",
+            "stria cs",
+            "redis cs",
         ]);
         for case in &self.cases {
             for s in &case.stria {
@@ -401,6 +466,10 @@ impl fmt::Display for CompareReport {
                     ),
                     p99_us(Some(s)),
                     p99_us(r),
+                    per_op(s.cpu_us, 1),
+                    per_op(r.and_then(|r| r.cpu_us), 1),
+                    per_op(s.switches, 2),
+                    per_op(r.and_then(|r| r.switches), 2),
                 ]);
             }
         }
@@ -433,6 +502,8 @@ mod tests {
                 p50_ms: Some(0.047),
                 p99_ms: Some(0.351),
                 max_ms: Some(1.559),
+                cpu_us: None,
+                switches: None,
             }
         );
         assert_eq!(rows[1].test, "GET");

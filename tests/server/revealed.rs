@@ -73,8 +73,8 @@ fn every_value_a_reply_revealed_survives_sigkill() {
     for round in 0..=ROUNDS {
         let s = Server::start(dir.path(), &map);
         let mut c = s.client();
-        for i in 0..COUNTERS {
-            let least = floor[i];
+        for (i, f) in floor.iter_mut().enumerate() {
+            let least = *f;
             let v: Option<i64> = redis::cmd("GET").arg(counter(i)).query(&mut c).unwrap();
             let v = v.unwrap_or(0);
             assert!(
@@ -82,7 +82,7 @@ fn every_value_a_reply_revealed_survives_sigkill() {
                 "seed {seed}, round {round}: {} is {v} after the kill, but a client was told {least}",
                 counter(i)
             );
-            floor[i] = v;
+            *f = v;
         }
         if round == ROUNDS {
             s.stop();
