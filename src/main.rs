@@ -283,8 +283,9 @@ enum Bench {
     /// --appendonly yes --appendfsync always --save "" in a folder next to
     /// the map's first WAL device file. For clients x pipeline in 1x1,
     /// 50x1 and 50x16 it runs redis-benchmark against Stria, then Redis;
-    /// one table of requests/s, their ratio and p99 latencies. Needs
-    /// redis-benchmark (Debian: redis-tools).
+    /// one table of requests/s, their ratio, p99 latencies, and each
+    /// server's CPU time and context switches per request (from /proc).
+    /// Needs redis-benchmark (Debian: redis-tools).
     /// Example: stria bench redis-compare --requests 100000
     RedisCompare {
         /// The YAML device map (default: the embedded conf/local.yaml).
