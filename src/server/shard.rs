@@ -34,6 +34,10 @@ pub const CHUNK: usize = 1024;
 /// An engine write: a key and its value, or `None` for a delete.
 pub type Write = (Vec<u8>, Option<Vec<u8>>);
 
+/// A write as the shard keeps it: its value shared between the dirty
+/// table and the batch, so a SET copies its value once.
+type Queued = (Vec<u8>, Option<Rc<Vec<u8>>>);
+
 /// Engine keys and values a scan found.
 pub type Found = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -44,7 +48,7 @@ pub struct Batch<'a> {
     seq: u64,
     level: Durability,
     /// Engine writes (`None`: a delete) and where each command's end.
-    writes: RefCell<Vec<Write>>,
+    writes: RefCell<Vec<Queued>>,
     ends: RefCell<Vec<usize>>,
     /// The keys written, kept after submission to leave the dirty table.
     keys: RefCell<Vec<Vec<u8>>>,
@@ -163,7 +167,7 @@ impl<'a> Deps<'a> {
 /// A key written on the shard whose write is not yet acknowledged and in
 /// the engine (or whose dependencies are not).
 struct Dirty<'a> {
-    value: Option<Vec<u8>>,
+    value: Option<Rc<Vec<u8>>>,
     batch: Rc<Batch<'a>>,
     /// The write itself, and what it depended on.
     deps: Deps<'a>,
@@ -183,8 +187,8 @@ pub struct Shard<'a> {
 }
 
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
-fn dirty_bytes(key: &[u8], value: Option<&Vec<u8>>) -> usize {
-    key.len() + value.map_or(0, Vec::len) + 64
+fn dirty_bytes(key: &[u8], value: Option<&Rc<Vec<u8>>>) -> usize {
+    key.len() + value.map_or(0, |v| v.len()) + 64
 }
 
 impl<'a> Shard<'a> {
@@ -219,7 +223,7 @@ impl<'a> Shard<'a> {
     pub fn get(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Option<Vec<u8>>, EngineError> {
         if let Some(d) = self.dirty.borrow().get(key) {
             deps.merge(&d.deps);
-            return Ok(d.value.clone());
+            return Ok(d.value.as_deref().cloned());
         }
         self.engine.get(key)
     }
@@ -238,6 +242,7 @@ impl<'a> Shard<'a> {
         let mut queued = b.writes.borrow_mut();
         let mut bytes = self.dirty_bytes.get();
         for (k, v) in writes {
+            let v = v.map(Rc::new);
             bytes += dirty_bytes(&k, v.as_ref());
             let old = dirty.insert(
                 k.clone(),
@@ -310,7 +315,7 @@ impl<'a> Shard<'a> {
                     }
                     deps.merge(&d.deps);
                     if let Some(v) = &d.value {
-                        out.push((k.clone(), v.clone()));
+                        out.push((k.clone(), v.to_vec()));
                     }
                 } else {
                     out.push(got.next().expect("peeked"));
@@ -355,7 +360,7 @@ impl<'a> Shard<'a> {
     fn submit_writes(
         &self,
         b: &Batch<'a>,
-        writes: &[Write],
+        writes: &[Queued],
         ends: &[usize],
         notify: &Arc<dyn Notify>,
     ) -> State<'a> {
@@ -392,14 +397,14 @@ impl<'a> Shard<'a> {
     fn submit_range(
         &self,
         level: Durability,
-        writes: &[Write],
+        writes: &[Queued],
         notify: &Arc<dyn Notify>,
         pendings: &mut Vec<Pending<'a, AnyDevice>>,
     ) -> Result<(), String> {
         for piece in writes.chunks(CHUNK) {
             let refs: Vec<(&[u8], Option<&[u8]>)> = piece
                 .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_deref()))
+                .map(|(k, v)| (k.as_slice(), v.as_deref().map(Vec::as_slice)))
                 .collect();
             let p = self
                 .engine

@@ -120,6 +120,14 @@ impl<'a> Decoder<'a> {
 
     /// The next LEB128 varint (at most 10 bytes, no overflow).
     pub(crate) fn varint(&mut self, field: &str) -> Result<u64> {
+        // Most varints of a block (shared and unshared key lengths, small
+        // values' lengths) are one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
         let start = self.pos;
         let mut v = 0u64;
         for i in 0..MAX_VARINT {
