@@ -236,8 +236,11 @@ impl<'a> Shard<'a> {
             return;
         }
         let b = self.batch(level, false);
-        deps.add(&b);
+        // What the command read, not the batch itself: a batch never
+        // depends on itself (see `retire` for the batches of one turn
+        // that depend on each other).
         b.deps.borrow_mut().merge(deps);
+        deps.add(&b);
         let mut dirty = self.dirty.borrow_mut();
         let mut queued = b.writes.borrow_mut();
         let mut bytes = self.dirty_bytes.get();
@@ -431,7 +434,11 @@ impl<'a> Shard<'a> {
             if !failed && !b.deps.borrow().ready() {
                 return true;
             }
-            for k in b.keys.borrow().iter() {
+            // Batches of one turn at two levels may depend on each other
+            // (a command at one level read a key written at the other):
+            // the references go with the batch, so neither outlives it.
+            *b.deps.borrow_mut() = Deps::default();
+            for k in std::mem::take(&mut *b.keys.borrow_mut()).iter() {
                 if dirty.get(k).is_some_and(|d| Rc::ptr_eq(&d.batch, b)) {
                     let d = dirty.remove(k).expect("present");
                     self.dirty_bytes
