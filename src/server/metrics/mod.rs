@@ -18,7 +18,7 @@ mod devices;
 mod endpoint;
 mod prometheus;
 #[cfg(test)]
-pub(super) mod testing;
+pub(in crate::server) mod testing;
 #[cfg(test)]
 mod tests;
 

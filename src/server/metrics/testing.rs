@@ -10,6 +10,17 @@ use crate::wal::WalOptions;
 /// An engine on zero-latency simulated devices (two WAL, two data),
 /// three regions, unpinned reactors that park when idle.
 pub fn engine() -> Engine<SimDevice> {
+    engine_on(|d| d)
+}
+
+/// The same engine on devices of any kind (the server's).
+pub fn any_engine() -> Engine<crate::device::AnyDevice> {
+    engine_on(crate::device::AnyDevice::Sim)
+}
+
+fn engine_on<D: crate::device::Device<Queue: Send> + Clone>(
+    wrap: impl Fn(SimDevice) -> D,
+) -> Engine<D> {
     let model = SimConfig {
         write_us: 0,
         read_us: 0,
@@ -17,7 +28,7 @@ pub fn engine() -> Engine<SimDevice> {
         bandwidth: 0,
         ..SimConfig::default()
     };
-    let dev = |name: &str, blocks: u64| SimDevice::new(name, 4096, blocks, 64, model.clone());
+    let dev = |name: &str, blocks: u64| wrap(SimDevice::new(name, 4096, blocks, 64, model.clone()));
     let devices = EngineDevices {
         wal: vec![dev("wal0", 4096), dev("wal1", 4096)],
         data: vec![dev("data0", 8192), dev("data \"1\"", 8192)],

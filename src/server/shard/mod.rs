@@ -462,3 +462,6 @@ impl<'a> Shard<'a> {
         self.retire();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,159 @@
+//! The shard on a real engine (simulated devices): what reads see, what a
+//! reply waits for, and that nothing of a turn is kept after it is done.
+
+use std::rc::{Rc, Weak};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::server::metrics::testing;
+
+#[derive(Debug)]
+struct Quiet;
+
+impl Notify for Quiet {
+    fn notify(&self) {}
+}
+
+fn notify() -> Arc<dyn Notify> {
+    Arc::new(Quiet)
+}
+
+/// Retires until `deps` is ready (or 10 s pass).
+fn settle(shard: &Shard<'_>, deps: &Deps<'_>) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !deps.ready() {
+        assert!(Instant::now() < until, "the writes were never acknowledged");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    shard.retire();
+}
+
+fn put(k: &str, v: &str) -> Write {
+    (k.as_bytes().to_vec(), Some(v.as_bytes().to_vec()))
+}
+
+#[test]
+fn a_read_of_a_dirty_key_waits_for_its_write_and_the_engine_has_it_after() {
+    let engine = testing::any_engine();
+    let shard = Shard::new(&engine);
+    let mut writer = Deps::default();
+    shard.write(Durability::Sync, vec![put("k", "1")], &mut writer);
+    // Applied at once: a reader sees it, and depends on it.
+    let mut reader = Deps::default();
+    assert_eq!(shard.get(b"k", &mut reader).unwrap(), Some(b"1".to_vec()));
+    assert!(!reader.is_empty() && !reader.ready());
+    // Not in the engine until acknowledged.
+    assert_eq!(engine.get(b"k").unwrap(), None);
+    assert_eq!(shard.pending().0, 1);
+    shard.submit(&notify());
+    settle(&shard, &reader);
+    assert!(writer.ready() && reader.failure().is_none());
+    assert_eq!(shard.pending(), (0, 0));
+    assert_eq!(engine.get(b"k").unwrap(), Some(b"1".to_vec()));
+    // A clean key: nothing to wait for.
+    let mut later = Deps::default();
+    assert_eq!(shard.get(b"k", &mut later).unwrap(), Some(b"1".to_vec()));
+    assert!(later.is_empty());
+}
+
+#[test]
+fn what_a_write_read_is_what_its_readers_wait_for() {
+    let engine = testing::any_engine();
+    let shard = Shard::new(&engine);
+    // A `sync` counter; an INCR at `none` reads it and writes it: its
+    // readers wait for the `sync` write, not for the `none` one.
+    let mut a = Deps::default();
+    shard.write(Durability::Sync, vec![put("c", "1")], &mut a);
+    let mut b = Deps::default();
+    shard.get(b"c", &mut b).unwrap();
+    shard.write(Durability::None, vec![put("c", "2")], &mut b);
+    let mut reader = Deps::default();
+    assert_eq!(shard.get(b"c", &mut reader).unwrap(), Some(b"2".to_vec()));
+    let synced = reader.synced.clone().expect("waits for the sync write");
+    assert!(Rc::ptr_eq(&synced, a.synced.as_ref().unwrap()));
+    assert!(reader.written.is_none());
+    // A `none` write read by nobody else: nothing to wait for.
+    let mut alone = Deps::default();
+    shard.write(Durability::None, vec![put("n", "x")], &mut alone);
+    assert!(alone.is_empty());
+    shard.submit(&notify());
+    settle(&shard, &reader);
+    assert_eq!(engine.get(b"c").unwrap(), Some(b"2".to_vec()));
+}
+
+#[test]
+fn a_scan_sees_dirty_puts_and_deletes_in_order_and_whole() {
+    let engine = testing::any_engine();
+    let writes: Vec<(&[u8], Option<&[u8]>)> = [b"a", b"b", b"c", b"d"]
+        .iter()
+        .map(|k| (&k[..], Some(&b"old"[..])))
+        .collect();
+    engine.write_batch(&writes, None).unwrap();
+    let shard = Shard::new(&engine);
+    let mut w = Deps::default();
+    shard.write(
+        Durability::Write,
+        vec![
+            (b"b".to_vec(), None),
+            put("bb", "new"),
+            put("d", "new"),
+            put("e", "new"),
+        ],
+        &mut w,
+    );
+    let keys = |limit| {
+        let mut deps = Deps::default();
+        let got = shard.scan(b"a", None, limit, &mut deps).unwrap();
+        got.into_iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    String::from_utf8(k).unwrap(),
+                    String::from_utf8(v).unwrap()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(keys(100), ["a=old", "bb=new", "c=old", "d=new", "e=new"]);
+    // Cut where the engine's answer is cut: a dirty delete does not end it.
+    assert_eq!(keys(2), ["a=old", "bb=new"]);
+    assert_eq!(keys(3), ["a=old", "bb=new", "c=old"]);
+    let mut deps = Deps::default();
+    let got = shard.scan(b"b", Some(b"c"), 10, &mut deps).unwrap();
+    assert_eq!(got, vec![(b"bb".to_vec(), b"new".to_vec())]);
+    assert!(!deps.is_empty());
+    shard.submit(&notify());
+    settle(&shard, &w);
+    assert_eq!(keys(100), ["a=old", "bb=new", "c=old", "d=new", "e=new"]);
+}
+
+#[test]
+fn nothing_of_a_turn_is_kept_once_it_is_acknowledged() {
+    let engine = testing::any_engine();
+    let shard = Shard::new(&engine);
+    // Batches of one turn at two levels that read each other's keys.
+    let mut one = Deps::default();
+    shard.write(Durability::Sync, vec![put("s1", "1")], &mut one);
+    let mut two = Deps::default();
+    shard.get(b"s1", &mut two).unwrap();
+    shard.write(Durability::Write, vec![put("w1", "1")], &mut two);
+    let mut three = Deps::default();
+    shard.get(b"w1", &mut three).unwrap();
+    shard.write(Durability::Sync, vec![put("s2", "1")], &mut three);
+    let mut barrier = Deps::default();
+    shard.barrier(&mut barrier);
+    let weak: Vec<Weak<Batch<'_>>> = [&one, &two, &three, &barrier]
+        .iter()
+        .flat_map(|d| d.written.iter().chain(&d.synced))
+        .map(Rc::downgrade)
+        .collect();
+    shard.submit(&notify());
+    settle(&shard, &barrier);
+    settle(&shard, &three);
+    drop((one, two, three, barrier));
+    assert_eq!(shard.pending(), (0, 0));
+    for w in weak {
+        assert!(w.upgrade().is_none(), "a batch outlived its turn");
+    }
+}
