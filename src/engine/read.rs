@@ -22,8 +22,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         inner.counters.gets.fetch_add(1, Ordering::Relaxed);
         let view = inner.region[inner.regions.of(key)].view();
         for ms in &view.mems {
-            if let Some(e) = ms.get(key) {
-                return Ok(live(e));
+            if let Some((kind, value)) = ms.get_value(key) {
+                return Ok((kind == EntryKind::Put).then_some(value));
             }
         }
         for t in &view.tables {

@@ -1,6 +1,5 @@
 //! One memstore: a concurrent sorted map of versions.
 
-use std::cmp::Reverse;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -8,6 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
+use super::versioned::{prefix, KeyProbe, Probe, Versioned};
 use crate::record::Record;
 use crate::table::{Entry, EntryKind};
 use crate::wal::Ticket;
@@ -91,73 +91,6 @@ impl Admission {
 
 /// The shortest list of admissions that is trimmed of finished ones.
 const TRIM_AT: usize = 64;
-
-/// Key of the map: versions of a key sort newest first.
-///
-/// `prefix` is the key's first sixteen bytes as two big-endian words,
-/// zero-padded, which orders keys as the bytes do (a key that is shorter
-/// sorts first on equal prefixes through the key's bytes). Most
-/// comparisons in a B-tree search end at it, without following the pointer
-/// to the key's bytes: a cache miss fewer per comparison. Sixteen bytes,
-/// not eight, because keys of one application tend to share their first
-/// bytes (`user:000…`, and every Redis string key ends `00 01 s`): with
-/// eight, a search of `key:000000012345` compared the key bytes at every
-/// step. The key and the value are
-/// the write's [`Record`], shared with the WAL append that logged it.
-#[derive(Clone, Debug)]
-struct Versioned {
-    prefix: [u64; 2],
-    record: Record,
-    version: Reverse<u64>,
-}
-
-impl Versioned {
-    fn new(record: Record, version: u64) -> Versioned {
-        Versioned {
-            prefix: prefix(record.key()),
-            record,
-            version: Reverse(version),
-        }
-    }
-
-    fn key(&self) -> &[u8] {
-        self.record.key()
-    }
-}
-
-impl PartialEq for Versioned {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
-    }
-}
-
-impl Eq for Versioned {}
-
-impl PartialOrd for Versioned {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Versioned {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.prefix
-            .cmp(&other.prefix)
-            .then_with(|| self.key().cmp(other.key()))
-            .then(self.version.cmp(&other.version))
-    }
-}
-
-fn prefix(key: &[u8]) -> [u64; 2] {
-    let mut b = [0u8; 16];
-    let n = key.len().min(16);
-    b[..n].copy_from_slice(&key[..n]);
-    let (hi, lo) = b.split_at(8);
-    [
-        u64::from_be_bytes(hi.try_into().expect("eight bytes")),
-        u64::from_be_bytes(lo.try_into().expect("eight bytes")),
-    ]
-}
 
 /// One region's memstore.
 ///
@@ -346,17 +279,32 @@ impl Memstore {
 
     /// The newest version of `key`, a tombstone included.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        let probe = Versioned::new(Record::new(key, &[]), u64::MAX);
-        let map = self.map.read().expect("memstore lock");
-        let (v, kind) = map
-            .range((Bound::Included(&probe), Bound::Unbounded))
-            .next()?;
-        (v.key() == key).then(|| Entry {
+        self.newest(key, |v, kind| Entry {
             key: key.to_vec(),
             lsn: v.version.0,
-            kind: *kind,
+            kind,
             value: v.record.value().to_vec(),
         })
+    }
+
+    /// The newest version of `key` (a tombstone included): its kind and a
+    /// copy of its value, and no copy of the key.
+    pub fn get_value(&self, key: &[u8]) -> Option<(EntryKind, Vec<u8>)> {
+        self.newest(key, |v, kind| (kind, v.record.value().to_vec()))
+    }
+
+    fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Versioned, EntryKind) -> T) -> Option<T> {
+        let probe = KeyProbe {
+            prefix: prefix(key),
+            key,
+            version: u64::MAX,
+        };
+        let probe: &dyn Probe = &probe;
+        let map = self.map.read().expect("memstore lock");
+        let (v, kind) = map
+            .range::<dyn Probe, _>((Bound::Included(probe), Bound::Unbounded))
+            .next()?;
+        (v.key() == key).then(|| f(v, *kind))
     }
 
     /// Up to `max` entries, the newest version of each key, from `from`

@@ -22,6 +22,9 @@
 mod limit;
 mod map;
 mod regions;
+#[cfg(test)]
+mod tests;
+mod versioned;
 
 pub use limit::{Memory, MemoryStats};
 pub use map::{entry_bytes, Admission, Inserter, Memstore, MemstoreStats, ENTRY_OVERHEAD};
