@@ -2,6 +2,7 @@
 
 use crate::config::{Durability, SimConfig};
 use crate::device::sim::SimDevice;
+use crate::device::AnyDevice;
 use crate::engine::{Engine, EngineDevices, EngineOptions};
 use crate::reactor::ReactorConfig;
 use crate::table::TableOptions;
@@ -10,30 +11,49 @@ use crate::wal::WalOptions;
 /// An engine on zero-latency simulated devices (two WAL, two data),
 /// three regions, unpinned reactors that park when idle.
 pub fn engine() -> Engine<SimDevice> {
-    engine_on(|d| d)
+    Engine::open(sim_devices(&model(0)), options())
+        .expect("open")
+        .0
 }
 
 /// The same engine on devices of any kind (the server's).
-pub fn any_engine() -> Engine<crate::device::AnyDevice> {
-    engine_on(crate::device::AnyDevice::Sim)
+pub fn any_engine() -> Engine<AnyDevice> {
+    open_any(&sim_devices(&model(0)))
 }
 
-fn engine_on<D: crate::device::Device<Queue: Send> + Clone>(
-    wrap: impl Fn(SimDevice) -> D,
-) -> Engine<D> {
-    let model = SimConfig {
+/// An engine of [`options`] on `devices`, as the server's devices.
+pub fn open_any(devices: &EngineDevices<SimDevice>) -> Engine<AnyDevice> {
+    let any = EngineDevices {
+        wal: devices.wal.iter().cloned().map(AnyDevice::Sim).collect(),
+        data: devices.data.iter().cloned().map(AnyDevice::Sim).collect(),
+    };
+    Engine::open(any, options()).expect("open").0
+}
+
+/// Zero-latency devices with a volatile write cache, faults seeded by `seed`.
+pub fn model(seed: u64) -> SimConfig {
+    SimConfig {
         write_us: 0,
         read_us: 0,
         flush_us: 0,
         bandwidth: 0,
+        seed,
         ..SimConfig::default()
-    };
-    let dev = |name: &str, blocks: u64| wrap(SimDevice::new(name, 4096, blocks, 64, model.clone()));
-    let devices = EngineDevices {
+    }
+}
+
+/// Two WAL devices of 16 MiB and two data devices of 32 MiB.
+pub fn sim_devices(model: &SimConfig) -> EngineDevices<SimDevice> {
+    let dev = |name: &str, blocks: u64| SimDevice::new(name, 4096, blocks, 64, model.clone());
+    EngineDevices {
         wal: vec![dev("wal0", 4096), dev("wal1", 4096)],
         data: vec![dev("data0", 8192), dev("data \"1\"", 8192)],
-    };
-    let opts = EngineOptions {
+    }
+}
+
+/// The engine's options in these tests.
+pub fn options() -> EngineOptions {
+    EngineOptions {
         split_keys: vec![b"g".to_vec(), b"p".to_vec()],
         flush_size: 64 << 10,
         global_limit: 1 << 20,
@@ -68,8 +88,7 @@ fn engine_on<D: crate::device::Device<Queue: Send> + Clone>(
             ReactorConfig::unpinned("flush0"),
             ReactorConfig::unpinned("flush1"),
         ],
-    };
-    Engine::open(devices, opts).expect("open").0
+    }
 }
 
 /// Puts `n` keys over the three regions, then flushes everything.

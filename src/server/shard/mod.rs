@@ -203,11 +203,16 @@ impl<'a> Shard<'a> {
         }
     }
 
-    /// The turn's open batch at `level`; a new one, last, when `fresh`.
+    /// The batch a write at `level` joins: the turn's last one if it is
+    /// at that level (and not `fresh`), else a new one after it. Never an
+    /// earlier one: its LSNs would come before those of a later batch of
+    /// another level, and recovery would replay this write before writes
+    /// the shard applied before it (an INCR at `write` after one at `sync`
+    /// of the same key would come back as the older value).
     fn batch(&self, level: Durability, fresh: bool) -> Rc<Batch<'a>> {
         let mut open = self.open.borrow_mut();
         if !fresh {
-            if let Some(b) = open.iter().rev().find(|b| b.level == level) {
+            if let Some(b) = open.last().filter(|b| b.level == level) {
                 return b.clone();
             }
         }
@@ -463,5 +468,7 @@ impl<'a> Shard<'a> {
     }
 }
 
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests;
