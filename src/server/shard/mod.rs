@@ -240,6 +240,22 @@ impl<'a> Shard<'a> {
         if writes.is_empty() {
             return;
         }
+        // A `none` write has no LSN: the engine gives it the highest LSN
+        // inserted so far. Over a key whose earlier write is still on its
+        // way, that version would sort below the earlier write's LSN, and
+        // the earlier write would come back over it once inserted. Such a
+        // write goes at `async`: it gets an LSN after the earlier one, and
+        // its reply still waits for nothing.
+        let level = match level {
+            Durability::None
+                if writes
+                    .iter()
+                    .any(|(k, _)| self.dirty.borrow().contains_key(k)) =>
+            {
+                Durability::Async
+            }
+            l => l,
+        };
         let b = self.batch(level, false);
         // What the command read, not the batch itself: a batch never
         // depends on itself (see `retire` for the batches of one turn
