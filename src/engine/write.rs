@@ -91,6 +91,15 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     }
 }
 
+/// True when `writes` fit one WAL group of at most `max` bytes.
+fn group_fits(writes: &[(&[u8], Option<&[u8]>)], max: usize) -> bool {
+    let mut len = 0usize;
+    writes.iter().all(|(k, v)| {
+        len += crate::wal::format::record_len(k.len(), v.map_or(0, <[u8]>::len));
+        len <= max
+    })
+}
+
 /// The group of the writes appended to `ms` in one turn under its region's
 /// lock (none if nothing was appended), its admission tracked by `ms`;
 /// `last` becomes its last ticket.
@@ -391,6 +400,26 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
             .sum();
         self.admit(bytes)?;
+        if level != Durability::None
+            && writes.len() > 1
+            && group_fits(writes, self.wal.max_group_bytes())
+        {
+            let mut admitted = Vec::new();
+            let mut last = None;
+            let result = self.append_group(writes, level, &mut admitted, &mut last);
+            let count: usize = admitted.iter().map(|g| g.writes.len()).sum();
+            self.counters
+                .writes
+                .fetch_add(count as u64, Ordering::Relaxed);
+            result?;
+            return Ok(InFlight {
+                inner: self.clone(),
+                level,
+                last,
+                admitted: Mutex::new(admitted),
+                failed: Mutex::new(None),
+            });
+        }
         let mut order: Vec<(usize, usize)> = writes
             .iter()
             .enumerate()
@@ -535,6 +564,130 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             waited = full;
         }
         Ok(())
+    }
+
+    /// Appends `writes` to the WAL as one group, in their order (see
+    /// [`Wal::try_append_group`]): after any crash all of them are there
+    /// or none, and a later write of one submission never without an
+    /// earlier. Every region they touch is locked, in region order (so two
+    /// groups never wait for each other's locks), while its memstore is
+    /// charged and the group is sent: each region's LSNs still grow from
+    /// one memstore to the next. The locks are never held while waiting:
+    /// when the ring is full the charges are taken off, the locks let go,
+    /// and the group tried again a little later.
+    fn append_group(
+        &self,
+        writes: &[(&[u8], Option<&[u8]>)],
+        level: Durability,
+        out: &mut Vec<Group>,
+        last: &mut Option<Ticket>,
+    ) -> Result<()> {
+        let regions: Vec<usize> = writes.iter().map(|(k, _)| self.regions.of(k)).collect();
+        let mut involved = regions.clone();
+        involved.sort_unstable();
+        involved.dedup();
+        let sizes: Vec<u64> = writes
+            .iter()
+            .map(|(k, v)| entry_bytes(k.len(), v.map_or(0, <[u8]>::len)))
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        self.memory.charge(total);
+        // Per region touched: its writes and their bytes.
+        let share: Vec<(u64, u64)> = involved
+            .iter()
+            .map(|&r| {
+                regions
+                    .iter()
+                    .zip(&sizes)
+                    .filter(|(&w, _)| w == r)
+                    .fold((0, 0), |(n, b), (_, &s)| (n + 1, b + s))
+            })
+            .collect();
+        let mut records: Vec<crate::wal::GroupRecord> =
+            Record::group(writes.iter().map(|&(k, v)| (k, v.unwrap_or_default())))
+                .into_iter()
+                .zip(writes.iter().zip(&regions))
+                .map(|(rec, ((_, v), &r))| {
+                    let op = if v.is_some() {
+                        RecordOp::Put
+                    } else {
+                        RecordOp::Delete
+                    };
+                    (op, r as u32, rec)
+                })
+                .collect();
+        let backoff = crossbeam::utils::Backoff::new();
+        let mut pause = std::time::Duration::from_micros(20);
+        loop {
+            let mut guards: Vec<_> = involved.iter().map(|&r| self.region[r].lock()).collect();
+            let mss: Vec<Arc<Memstore>> = guards
+                .iter()
+                .zip(&share)
+                .map(|(st, &(n, b))| {
+                    if st.active.is_unused() {
+                        st.active.set_floor(self.wal.written_lsn());
+                    }
+                    st.active.admit(n, b);
+                    st.active.clone()
+                })
+                .collect();
+            let kept: Vec<Record> = records.iter().map(|(_, _, r)| r.clone()).collect();
+            let cancel = |mss: &[Arc<Memstore>]| {
+                for (ms, &(n, b)) in mss.iter().zip(&share) {
+                    ms.cancel(n, b);
+                }
+            };
+            match self.wal.try_append_group(records, level) {
+                Ok(Ok(tickets)) => {
+                    let mut kept = kept.into_iter();
+                    let mut per: Vec<(Vec<Ticket>, Vec<Admitted>)> =
+                        involved.iter().map(|_| (Vec::new(), Vec::new())).collect();
+                    for (i, t) in tickets.iter().enumerate() {
+                        let j = involved
+                            .binary_search(&regions[i])
+                            .expect("a region touched");
+                        per[j].0.push(t.clone());
+                        per[j].1.push(Admitted {
+                            record: kept.next().expect("a record per write"),
+                            kind: if writes[i].1.is_some() {
+                                EntryKind::Put
+                            } else {
+                                EntryKind::Delete
+                            },
+                            bytes: sizes[i],
+                        });
+                    }
+                    for ((j, (ts, adm)), ms) in per.into_iter().enumerate().zip(mss) {
+                        let frozen = ms.bytes() >= self.opts.flush_size;
+                        out.extend(group(ms, ts, adm, last));
+                        if frozen {
+                            self.freeze_locked(involved[j], &mut guards[j]);
+                        }
+                    }
+                    // Acknowledged last: the highest LSN.
+                    *last = tickets.last().cloned();
+                    return Ok(());
+                }
+                Ok(Err(back)) => {
+                    cancel(&mss);
+                    drop(guards);
+                    records = back;
+                    if backoff.is_completed() {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(std::time::Duration::from_millis(1));
+                    } else {
+                        backoff.snooze();
+                    }
+                }
+                Err(e) => {
+                    cancel(&mss);
+                    drop(guards);
+                    self.memory.release(total);
+                    self.fail(format!("WAL append: {e}"));
+                    return Err(e.into());
+                }
+            }
+        }
     }
 
     /// Waits for the acknowledgement of a write of `bytes` and returns its

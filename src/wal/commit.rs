@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::format::{BatchBuilder, RecordOp, RecordRef, SegmentHeader};
+use super::format::{record_len, BatchBuilder, RecordOp, RecordRef, SegmentHeader};
 use super::segments::Segments;
 use super::stats::WalStats;
 use super::ticket::TicketState;
@@ -69,8 +69,30 @@ pub(crate) enum Msg {
         durability: Durability,
         ticket: Arc<TicketState>,
     },
+    /// Appends that take consecutive LSNs in one batch: after any crash
+    /// either all of them are in the log or none is (a batch is whole or
+    /// torn away), and nothing of another writer comes between them.
+    Group {
+        records: Vec<GroupRecord>,
+        durability: Durability,
+        tickets: Vec<Arc<TicketState>>,
+    },
     /// Completes once every append sent before it is durable.
     Barrier(Arc<TicketState>),
+}
+
+/// One record of a [`Msg::Group`]: its op, region and the record it shares
+/// with a memstore.
+pub type GroupRecord = (RecordOp, u32, Record);
+
+impl Msg {
+    /// Fails every ticket of the message.
+    fn fail(&self, why: &str) {
+        match self {
+            Msg::Append { ticket, .. } | Msg::Barrier(ticket) => ticket.fail(why),
+            Msg::Group { tickets, .. } => tickets.iter().for_each(|t| t.fail(why)),
+        }
+    }
 }
 
 /// An append's key and value: the writer's own, or a record it shares
@@ -253,18 +275,26 @@ impl<Q: Queue> WalWork<Q> {
     /// Takes one message; false when there is no buffer to put it in.
     fn take(&mut self, msg: Msg) -> Result<(), Msg> {
         if let Some(why) = &self.failed {
-            match &msg {
-                Msg::Append { ticket, .. } | Msg::Barrier(ticket) => ticket.fail(why),
-            }
+            msg.fail(why);
             return Ok(());
         }
-        // Room for an append: seal the open batch when it is full, and open
-        // a new one if a buffer is free (if none is, the append waits).
-        if let Msg::Append { payload, .. } = &msg {
-            let fits = self
-                .open
-                .as_ref()
-                .is_some_and(|(b, _)| b.fits(payload.key().len(), payload.value().len()));
+        // Room for an append (a group: all of it): seal the open batch when
+        // it is full, and open a new one if a buffer is free (if none is,
+        // the append waits).
+        let need = match &msg {
+            Msg::Append { payload, .. } => {
+                Some(record_len(payload.key().len(), payload.value().len()))
+            }
+            Msg::Group { records, .. } => Some(
+                records
+                    .iter()
+                    .map(|(_, _, r)| record_len(r.key().len(), r.value().len()))
+                    .sum(),
+            ),
+            Msg::Barrier(_) => None,
+        };
+        if let Some(need) = need {
+            let fits = self.open.as_ref().is_some_and(|(b, _)| b.fits_len(need));
             if !fits {
                 self.seal_open();
                 if self.open.is_none() {
@@ -292,34 +322,84 @@ impl<Q: Queue> WalWork<Q> {
                 durability,
                 ticket,
             } => {
-                let (builder, _) = self.open.as_mut().expect("an open batch");
-                builder.push(RecordRef {
+                self.push(
                     op,
                     region,
-                    key: payload.key(),
-                    value: payload.value(),
-                });
+                    payload.key(),
+                    payload.value(),
+                    durability,
+                    ticket,
+                );
                 drop(payload);
-                let lsn = self.next_lsn;
-                self.next_lsn += 1;
-                // Before the watermarks can pass it: the engine learns from
-                // them which appends have an LSN at or below what is written.
-                ticket.give(lsn);
-                self.stats.appends.add(1);
-                let open = builder.payload_len();
-                if open >= STRIPE_UNIT
-                    && self.ready.len() < self.devs.len() * self.max_in_flight
-                    && open >= self.stripe_unit(open)
-                {
-                    self.seal_open();
-                }
-                match durability {
-                    Durability::None | Durability::Async => ticket.complete(lsn),
-                    Durability::Write => self.write_waiters.push_back((lsn, ticket)),
-                    Durability::Sync => self.sync_waiters.push_back((lsn, ticket)),
-                }
+                self.seal_at_stripe_unit();
                 Ok(())
             }
+            Msg::Group {
+                records,
+                durability,
+                tickets,
+            } => {
+                for ((op, region, record), ticket) in records.iter().zip(tickets) {
+                    self.push(
+                        *op,
+                        *region,
+                        record.key(),
+                        record.value(),
+                        durability,
+                        ticket,
+                    );
+                }
+                drop(records);
+                // Only after the whole group: it never spans two batches.
+                self.seal_at_stripe_unit();
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies a record into the open batch (which has room for it) and
+    /// gives it the next LSN.
+    fn push(
+        &mut self,
+        op: RecordOp,
+        region: u32,
+        key: &[u8],
+        value: &[u8],
+        durability: Durability,
+        ticket: Arc<TicketState>,
+    ) {
+        let (builder, _) = self.open.as_mut().expect("an open batch");
+        builder.push(RecordRef {
+            op,
+            region,
+            key,
+            value,
+        });
+        let lsn = self.next_lsn;
+        self.next_lsn += 1;
+        // Before the watermarks can pass it: the engine learns from them
+        // which appends have an LSN at or below what is written.
+        ticket.give(lsn);
+        self.stats.appends.add(1);
+        match durability {
+            Durability::None | Durability::Async => ticket.complete(lsn),
+            Durability::Write => self.write_waiters.push_back((lsn, ticket)),
+            Durability::Sync => self.sync_waiters.push_back((lsn, ticket)),
+        }
+    }
+
+    /// Seals the open batch once it holds its share of the stripe (see
+    /// [`WalWork::stripe_unit`]).
+    fn seal_at_stripe_unit(&mut self) {
+        let Some((builder, _)) = self.open.as_ref() else {
+            return;
+        };
+        let open = builder.payload_len();
+        if open >= STRIPE_UNIT
+            && self.ready.len() < self.devs.len() * self.max_in_flight
+            && open >= self.stripe_unit(open)
+        {
+            self.seal_open();
         }
     }
 
@@ -709,8 +789,8 @@ impl<Q: Queue + 'static> Work for WalWork<Q> {
         {
             t.fail(&why);
         }
-        if let Some(Msg::Append { ticket, .. } | Msg::Barrier(ticket)) = self.stalled.take() {
-            ticket.fail(&why);
+        if let Some(msg) = self.stalled.take() {
+            msg.fail(&why);
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod stats;
 mod ticket;
 mod writer;
 
+pub use commit::GroupRecord;
 pub use error::WalError;
 pub use ticket::{Notify, Ticket};
 pub use writer::{Wal, WalOptions};

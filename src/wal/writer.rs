@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::commit::{Dev, Msg, Payload, Published, Start, WalWork};
+use super::commit::{Dev, GroupRecord, Msg, Payload, Published, Start, WalWork};
 use super::format::{record_len, Geometry, RecordOp, BATCH_HEADER_BYTES};
 use super::recovery::{recover, Recovered, RecoveryOptions, WalDevice};
 use super::segments::Segments;
@@ -203,6 +203,52 @@ impl Wal {
             }
             Err(_) => unreachable!("try_send returns the message it was given"),
         }
+    }
+
+    /// Appends `records` as one group: consecutive LSNs in one batch, so
+    /// after any crash the log holds all of them or none, in this order.
+    /// Never waits: when the WAL's ring is full it hands the records back
+    /// (`Ok(Err(..))`). `none` records are not logged. Their bytes in all
+    /// (by [`record_len`]) must fit one batch.
+    pub fn try_append_group(
+        &self,
+        records: Vec<GroupRecord>,
+        durability: Durability,
+    ) -> Result<Result<Vec<Ticket>, Vec<GroupRecord>>, WalError> {
+        if durability == Durability::None {
+            return Ok(Ok(records.iter().map(|_| Ticket::done(0)).collect()));
+        }
+        let len: usize = records
+            .iter()
+            .map(|(_, _, r)| record_len(r.key().len(), r.value().len()))
+            .sum();
+        if len > self.max_record {
+            return Err(WalError::TooLarge {
+                bytes: len,
+                max: self.max_record,
+            });
+        }
+        let states: Vec<Arc<TicketState>> = records.iter().map(|_| TicketState::new()).collect();
+        let msg = Msg::Group {
+            records,
+            durability,
+            tickets: states.clone(),
+        };
+        match self.sender.try_send(msg) {
+            Ok(()) => Ok(Ok(states.into_iter().map(Ticket::new).collect())),
+            Err(Msg::Group { records, .. }) => {
+                if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
+                    return Err(WalError::Closed);
+                }
+                Ok(Err(records))
+            }
+            Err(_) => unreachable!("try_send returns the message it was given"),
+        }
+    }
+
+    /// The largest group [`Wal::try_append_group`] takes, in bytes.
+    pub fn max_group_bytes(&self) -> usize {
+        self.max_record
     }
 
     /// The message for an append and its ticket's state; `None` for a

@@ -364,3 +364,85 @@ fn with_fua_a_sync_append_needs_no_flush_but_still_waits_for_earlier_writes() {
     assert!(t0.elapsed() >= Duration::from_millis(350));
     assert_eq!(wal.stats().flushes, vec![1]);
 }
+
+#[test]
+fn a_group_takes_consecutive_lsns_whatever_else_is_appended() {
+    use stria::record::Record;
+    let devs = [sim("a", 20, 0, 4096), sim("b", 20, 0, 4096)];
+    let (wal, _) = open(&devs);
+    let wal = std::sync::Arc::new(wal);
+    // Another writer appends single records all along.
+    let other = {
+        let wal = wal.clone();
+        std::thread::spawn(move || {
+            for i in 0..2_000 {
+                put(&wal, &format!("single{i}"), Durability::Async);
+            }
+        })
+    };
+    let mut tickets = Vec::new();
+    for g in 0..300 {
+        let n = 1 + g % 7;
+        let keys: Vec<String> = (0..n).map(|i| format!("group{g}-{i}")).collect();
+        let records = Record::group(keys.iter().map(|k| (k.as_bytes(), &[7u8; 500][..])));
+        let mut group: Vec<_> = records
+            .into_iter()
+            .map(|r| (RecordOp::Put, 0u32, r))
+            .collect();
+        loop {
+            match wal.try_append_group(group, Durability::Write).unwrap() {
+                Ok(t) => {
+                    tickets.extend(t);
+                    break;
+                }
+                Err(back) => {
+                    group = back;
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+    other.join().unwrap();
+    for t in tickets {
+        t.wait().unwrap();
+    }
+    let wal = std::sync::Arc::try_unwrap(wal).ok().expect("one handle");
+    wal.close().unwrap();
+    let (_wal, rec) = open(&devs);
+    let keys: Vec<String> = rec
+        .records
+        .iter()
+        .map(|r| String::from_utf8(r.key.clone()).unwrap())
+        .collect();
+    assert_eq!(
+        keys.len(),
+        2_000 + (0..300).map(|g| 1 + g % 7).sum::<usize>()
+    );
+    for g in 0..300 {
+        let n = 1 + g % 7;
+        let first = keys
+            .iter()
+            .position(|k| *k == format!("group{g}-0"))
+            .expect("the group's first record");
+        for i in 0..n {
+            assert_eq!(
+                keys[first + i],
+                format!("group{g}-{i}"),
+                "group {g} is split"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_group_larger_than_a_batch_is_refused() {
+    use stria::record::Record;
+    let devs = [sim("w", 0, 0, 2048)];
+    let (wal, _) = open(&devs);
+    let keys: Vec<String> = (0..4).map(|i| format!("k{i}")).collect();
+    let records = Record::group(keys.iter().map(|k| (k.as_bytes(), &[0u8; 5 << 10][..])));
+    let group = records.into_iter().map(|r| (RecordOp::Put, 0, r)).collect();
+    let err = wal.try_append_group(group, Durability::Sync).unwrap_err();
+    assert!(matches!(err, WalError::TooLarge { .. }), "{err}");
+    assert!(wal.max_group_bytes() < 20 << 10);
+}

@@ -25,10 +25,11 @@ use super::ServerEngine;
 use crate::config::Durability;
 use crate::device::AnyDevice;
 use crate::engine::{EngineError, Pending};
+use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
 
-/// Engine writes per submission: a submission must fit in one WAL batch.
-/// A command's writes are not split unless it alone has more.
+/// Engine writes per submission at most (and per scan step). A
+/// submission is one WAL group too (see [`Shard::submit`]).
 pub const CHUNK: usize = 1024;
 
 /// An engine write: a key and its value, or `None` for a delete.
@@ -388,23 +389,31 @@ impl<'a> Shard<'a> {
         ends: &[usize],
         notify: &Arc<dyn Notify>,
     ) -> State<'a> {
-        // Commands' writes together, up to CHUNK a submission: one is split
-        // only when it alone has more.
+        // Commands' writes together, each submission one WAL group (so
+        // after a crash the log holds the whole of it or none, in the
+        // order the shard applied it) of at most CHUNK writes: commands
+        // are never split, and one that alone is larger than a group goes
+        // alone (the engine then splits it).
+        let max = self.engine.wal().max_group_bytes();
         let mut pendings = Vec::new();
-        let mut from = 0;
-        let mut start = 0;
+        let (mut from, mut start, mut bytes) = (0, 0, 0);
         let mut result = Ok(());
         for &end in ends {
-            if end - from > CHUNK && start > from {
+            let cmd: usize = writes[start..end]
+                .iter()
+                .map(|(k, v)| record_len(k.len(), v.as_ref().map_or(0, |v| v.len())))
+                .sum();
+            if start > from && (bytes + cmd > max || end - from > CHUNK) {
                 result = self.submit_range(b.level, &writes[from..start], notify, &mut pendings);
-                from = start;
                 if result.is_err() {
                     break;
                 }
+                (from, bytes) = (start, 0);
             }
+            bytes += cmd;
             start = end;
         }
-        if result.is_ok() {
+        if result.is_ok() && from < writes.len() {
             result = self.submit_range(b.level, &writes[from..], notify, &mut pendings);
         }
         match result {
@@ -425,18 +434,16 @@ impl<'a> Shard<'a> {
         notify: &Arc<dyn Notify>,
         pendings: &mut Vec<Pending<'a, AnyDevice>>,
     ) -> Result<(), String> {
-        for piece in writes.chunks(CHUNK) {
-            let refs: Vec<(&[u8], Option<&[u8]>)> = piece
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_deref().map(Vec::as_slice)))
-                .collect();
-            let p = self
-                .engine
-                .submit(&refs, Some(level))
-                .map_err(|e| e.to_string())?;
-            p.notify(notify.clone());
-            pendings.push(p);
-        }
+        let refs: Vec<(&[u8], Option<&[u8]>)> = writes
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref().map(Vec::as_slice)))
+            .collect();
+        let p = self
+            .engine
+            .submit(&refs, Some(level))
+            .map_err(|e| e.to_string())?;
+        p.notify(notify.clone());
+        pendings.push(p);
         Ok(())
     }
 
@@ -486,5 +493,7 @@ impl<'a> Shard<'a> {
 
 #[cfg(test)]
 mod crash_tests;
+#[cfg(test)]
+mod prefix_tests;
 #[cfg(test)]
 mod tests;

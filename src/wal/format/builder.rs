@@ -62,12 +62,15 @@ impl BatchBuilder {
     pub fn fits(&self, key_len: usize, value_len: usize) -> bool {
         key_len <= u32::MAX as usize
             && value_len <= u32::MAX as usize
-            && self.count < u32::MAX
-            && record_len(key_len, value_len)
-                .checked_add(self.end)
-                .is_some_and(|end| {
-                    end <= self.buf.len() && end - BATCH_HEADER_BYTES <= u32::MAX as usize
-                })
+            && self.fits_len(record_len(key_len, value_len))
+    }
+
+    /// True when records of `len` bytes in all (by [`record_len`]) fit.
+    pub fn fits_len(&self, len: usize) -> bool {
+        self.count < u32::MAX
+            && len.checked_add(self.end).is_some_and(|end| {
+                end <= self.buf.len() && end - BATCH_HEADER_BYTES <= u32::MAX as usize
+            })
     }
 
     /// Appends a record.
