@@ -17,8 +17,10 @@ use crate::config::Durability;
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Replies buffered (or writes in flight) before the connection stops
-/// taking requests off its buffer until they are sent.
+/// Bytes of replies encoded and not yet sent, and held for durability (by
+/// [`Reply::weight`]), and replies held, before the connection stops
+/// taking requests off its buffer until they are sent: what bounds the
+/// memory of a client that does not read, or a huge pipeline.
 const MAX_OUT: usize = 1 << 20;
 const MAX_SLOTS: usize = 1024;
 
@@ -98,6 +100,7 @@ impl Drop for Input<'_> {
 /// A reply in order, and the writes it waits for.
 struct Slot<'a> {
     reply: Reply,
+    weight: usize,
     deps: Deps<'a>,
 }
 
@@ -136,6 +139,8 @@ pub struct Conn<'a> {
     /// for these.
     pub deps: Deps<'a>,
     slots: VecDeque<Slot<'a>>,
+    /// The slots' weight in all.
+    held: usize,
     /// Encoded replies not yet sent.
     pub out: Vec<u8>,
 }
@@ -151,6 +156,7 @@ impl<'a> Conn<'a> {
             shard,
             deps: Deps::default(),
             slots: VecDeque::new(),
+            held: 0,
             out: Vec::with_capacity(16 * 1024),
         }
     }
@@ -161,7 +167,7 @@ impl<'a> Conn<'a> {
     pub fn take(&mut self, parser: &mut Parser, input: &mut Input<'_>) -> Taken {
         let mut off = 0;
         let taken = loop {
-            if self.out.len() >= MAX_OUT || self.slots.len() >= MAX_SLOTS {
+            if self.out.len() + self.held >= MAX_OUT || self.slots.len() >= MAX_SLOTS {
                 break Taken::Busy;
             }
             let parsed = match parser.parse(&input.bytes()[off..]) {
@@ -206,8 +212,14 @@ impl<'a> Conn<'a> {
         if self.slots.is_empty() && deps.is_empty() {
             r.encode(&mut self.out, self.proto);
         } else {
-            self.slots.push_back(Slot { reply: r, deps });
-            self.shared.metrics.replies_held(1);
+            let weight = r.weight();
+            self.held += weight;
+            self.slots.push_back(Slot {
+                reply: r,
+                weight,
+                deps,
+            });
+            self.shared.metrics.replies_held(1, weight as i64);
         }
     }
 
@@ -216,7 +228,8 @@ impl<'a> Conn<'a> {
     pub fn progress(&mut self) {
         while self.slots.front().is_some_and(|s| s.deps.ready()) {
             let slot = self.slots.pop_front().expect("a slot");
-            self.shared.metrics.replies_held(-1);
+            self.held -= slot.weight;
+            self.shared.metrics.replies_held(-1, -(slot.weight as i64));
             match slot.deps.failure() {
                 None => slot.reply.encode(&mut self.out, self.proto),
                 Some(why) => Reply::err(why).encode(&mut self.out, self.proto),
@@ -276,7 +289,9 @@ impl Drop for Conn<'_> {
     /// A connection that goes with replies held (its client went): the
     /// shard keeps their writes; the replies are not counted any more.
     fn drop(&mut self) {
-        self.shared.metrics.replies_held(-(self.slots.len() as i64));
+        self.shared
+            .metrics
+            .replies_held(-(self.slots.len() as i64), -(self.held as i64));
     }
 }
 

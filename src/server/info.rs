@@ -132,6 +132,7 @@ fn clients(w: &mut Section, s: &ServerMetrics) {
     // the shard's writes not yet in the engine's memstores.
     let (keys, bytes) = s.dirty();
     w.kv("replies_waiting_for_durability", s.replies_waiting());
+    w.kv("replies_waiting_bytes", s.replies_waiting_bytes());
     w.kv("dirty_keys", keys);
     w.kv("dirty_bytes", bytes);
 }
@@ -512,7 +513,7 @@ mod tests {
         let clients = engine_sections(&engine, &server, Some("CLIENTS"));
         assert!(
             clients.starts_with(
-                "# Clients\r\nconnected_clients:1\r\nreplies_waiting_for_durability:0\r\n"
+                "# Clients\r\nconnected_clients:1\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
             ),
             "{clients}"
         );

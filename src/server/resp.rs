@@ -369,6 +369,23 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// About what the reply takes in memory and on the wire: what bounds
+    /// the replies a connection may hold.
+    pub fn weight(&self) -> usize {
+        match self {
+            Reply::Status(_) | Reply::Int(_) | Reply::Nil | Reply::NilArray => 16,
+            Reply::Error(s) | Reply::Verbatim(s) => 32 + s.len(),
+            Reply::Bulk(b) => 32 + b.len(),
+            Reply::Array(a) => 32 + a.iter().map(Reply::weight).sum::<usize>(),
+            Reply::Map(m) => {
+                32 + m
+                    .iter()
+                    .map(|(k, v)| k.weight() + v.weight())
+                    .sum::<usize>()
+            }
+        }
+    }
+
     pub fn ok() -> Reply {
         Reply::Status("OK")
     }

@@ -37,6 +37,8 @@ pub struct Map {
     pub max_value: u64,
     /// Serve `/metrics` on 127.0.0.1, any free port.
     pub metrics: bool,
+    /// The data device's size (24MiB: the smallest the layout takes).
+    pub data_size: &'static str,
     /// The map's `wal.durability` (the default of every connection).
     pub durability: &'static str,
 }
@@ -52,6 +54,7 @@ impl Default for Map {
             max_key: 1024,
             max_value: 64 << 10,
             metrics: false,
+            data_size: "24MiB",
             durability: "sync",
         }
     }
@@ -84,12 +87,12 @@ impl Map {
 reactors: {{ wal: [0], flush: [1], idle: park, spin-us: 20 }}
 devices:
   - {{ name: wal0, backend: {b}, path: ./data/wal0.img, size: 8MiB, role: wal, queue-depth: 32 }}
-  - {{ name: data0, backend: {b}, path: ./data/data0.img, size: 24MiB, role: data, queue-depth: 32 }}
+  - {{ name: data0, backend: {b}, path: ./data/data0.img, size: {}, role: data, queue-depth: 32 }}
 wal: {{ segment-size: 1MiB, max-batch: 256KiB, durability: {} }}
 memstore: {{ regions: 4, flush-size: 2MiB, global-limit: 8MiB, max-key: {}, max-value: {} }}
 flush: {{ manifest-size: 256KiB }}
 {server}",
-            self.durability, self.max_key, self.max_value
+            self.data_size, self.durability, self.max_key, self.max_value
         )
     }
 

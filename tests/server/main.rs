@@ -8,6 +8,7 @@ mod harness;
 
 mod bad_input;
 mod client;
+mod held;
 mod kill9;
 mod metrics;
 mod restart;

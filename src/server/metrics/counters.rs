@@ -248,6 +248,7 @@ pub struct ServerMetrics {
     auth_failures: AtomicU64,
     /// Replies held until the writes they depend on are acknowledged.
     replies_waiting: AtomicU64,
+    replies_waiting_bytes: AtomicU64,
     /// Keys the shard wrote whose writes are not yet acknowledged and in
     /// the memstores, and the bytes they hold.
     dirty_keys: AtomicU64,
@@ -308,6 +309,7 @@ impl ServerMetrics {
             protocol_errors: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
             replies_waiting: AtomicU64::new(0),
+            replies_waiting_bytes: AtomicU64::new(0),
             dirty_keys: AtomicU64::new(0),
             dirty_bytes: AtomicU64::new(0),
             commands,
@@ -329,20 +331,23 @@ impl ServerMetrics {
             .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
     }
 
-    /// `held` more replies wait for writes (negative: fewer).
-    pub fn replies_held(&self, held: i64) {
-        if held >= 0 {
-            self.replies_waiting.fetch_add(held as u64, Relaxed);
-        } else {
-            let _ = self.replies_waiting.fetch_update(Relaxed, Relaxed, |n| {
-                Some(n.saturating_sub(held.unsigned_abs()))
-            });
-        }
+    /// `held` more replies of `bytes` in all wait for writes (negative:
+    /// fewer).
+    pub fn replies_held(&self, held: i64, bytes: i64) {
+        add_signed(&self.replies_waiting, held);
+        add_signed(&self.replies_waiting_bytes, bytes);
     }
 
     /// Replies held until their writes are acknowledged.
     pub fn replies_waiting(&self) -> u64 {
         self.replies_waiting.load(Relaxed)
+    }
+
+    /// What the replies held take, about (see [`Reply::weight`]).
+    ///
+    /// [`Reply::weight`]: crate::server::resp::Reply::weight
+    pub fn replies_waiting_bytes(&self) -> u64 {
+        self.replies_waiting_bytes.load(Relaxed)
     }
 
     /// The shard's dirty keys and their bytes, as of its last turn.
@@ -523,5 +528,16 @@ impl ServerMetrics {
     /// Seconds since the server started.
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
+    }
+}
+
+/// Adds `n` (which may be negative) to a gauge that never goes below 0.
+fn add_signed(g: &AtomicU64, n: i64) {
+    if n >= 0 {
+        g.fetch_add(n as u64, Relaxed);
+    } else {
+        let _ = g.fetch_update(Relaxed, Relaxed, |v| {
+            Some(v.saturating_sub(n.unsigned_abs()))
+        });
     }
 }

@@ -172,6 +172,12 @@ pub(super) fn render_server(t: &mut Text, s: &ServerMetrics) {
         "Replies held until the writes they depend on are acknowledged at their levels.",
         s.replies_waiting(),
     );
+    t.single(
+        "replies_waiting_bytes",
+        "gauge",
+        "What the replies held take in memory, about.",
+        s.replies_waiting_bytes(),
+    );
     let (dirty_keys, dirty_bytes) = s.dirty();
     t.single(
         "shard_dirty_keys",
