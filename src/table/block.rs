@@ -4,6 +4,7 @@
 use std::ops::Range;
 
 use super::codec::{check_crc, put_varint, varint_len, Decoder};
+use super::seek::Block;
 use super::{CachedBlock, Entry, EntryKind, Result};
 
 /// Bytes `key` shares at its start with `prev`.
@@ -60,27 +61,60 @@ pub(crate) struct BlockScan {
     /// The key of the entry last returned.
     key: Vec<u8>,
     count: u64,
-    what: String,
+    what: BlockName,
     offset: u64,
+}
+
+/// "data block N", for errors: made only when one is.
+#[derive(Clone, Copy)]
+pub(crate) struct BlockName(pub usize);
+
+impl std::fmt::Display for BlockName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "data block {}", self.0)
+    }
 }
 
 impl BlockScan {
     /// Checks the CRC of `block`, data block `number` at file offset
     /// `offset`, and starts a scan at its first entry.
-    pub(crate) fn new(mut block: Vec<u8>, number: usize, offset: u64) -> Result<BlockScan> {
-        let what = format!("data block {number}");
+    pub(crate) fn new(block: Vec<u8>, number: usize, offset: u64) -> Result<BlockScan> {
+        let body = BlockScan::check(block, number, offset)?;
+        Ok(BlockScan::checked(
+            Block::plain(body).into(),
+            BlockName(number),
+            offset,
+        ))
+    }
+
+    /// The body of `block` once its CRC is checked (and cut off).
+    pub(crate) fn check(mut block: Vec<u8>, number: usize, offset: u64) -> Result<Vec<u8>> {
+        let what = BlockName(number).to_string();
         let body = check_crc(&block, &what, offset)?.len();
         block.truncate(body);
-        Ok(BlockScan::checked(block.into(), what, offset))
+        Ok(block)
     }
 
     /// A scan of data block `number` whose CRC was checked when it was
     /// cached: `body` is the block without it.
     pub(crate) fn cached(body: CachedBlock, number: usize, offset: u64) -> BlockScan {
-        BlockScan::checked(body, format!("data block {number}"), offset)
+        BlockScan::checked(body, BlockName(number), offset)
     }
 
-    fn checked(data: CachedBlock, what: String, offset: u64) -> BlockScan {
+    /// Moves the scan on to the last seek point of the block before `key`
+    /// (see [`Block::seek`]): the entries skipped all have smaller keys.
+    pub(crate) fn seek(&mut self, key: &[u8]) {
+        if let Some((after, prev)) = self.data.seek(key) {
+            if after > self.pos {
+                self.pos = after;
+                self.key.clear();
+                self.key.extend_from_slice(prev);
+                self.count = self.count.max(1);
+            }
+        }
+    }
+
+    pub(crate) fn checked(data: CachedBlock, what: BlockName, offset: u64) -> BlockScan {
         BlockScan {
             data,
             pos: 0,
@@ -89,11 +123,6 @@ impl BlockScan {
             what,
             offset,
         }
-    }
-
-    /// The block's checked body, to cache.
-    pub(crate) fn body(&self) -> CachedBlock {
-        self.data.clone()
     }
 
     /// The key of the entry last returned by [`BlockScan::next_raw`].
@@ -114,6 +143,11 @@ impl BlockScan {
     /// A corruption of this block at byte `pos` of it.
     pub(crate) fn corrupt(&self, why: impl std::fmt::Display) -> super::TableError {
         Decoder::new(&self.data, self.offset, &self.what).corrupt_at(self.pos, why)
+    }
+
+    /// Where the next entry starts.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
     }
 
     /// True when every entry has been returned.

@@ -82,7 +82,7 @@ impl Bloom {
     /// Decodes and checks the bloom block at file offset `offset`.
     pub(crate) fn decode(block: &[u8], offset: u64) -> Result<Bloom> {
         let body = check_crc(block, "bloom block", offset)?;
-        let mut d = Decoder::new(body, offset, "bloom block");
+        let mut d = Decoder::new(body, offset, &"bloom block");
         let k = d.u32("probe count")?;
         let bits = d.bytes(d.remaining() as u64, "bits")?.to_vec();
         if k > MAX_PROBES || (k == 0) != bits.is_empty() {

@@ -24,15 +24,16 @@ use quick_cache::Weighter;
 /// the cache's own slot).
 const ENTRY_OVERHEAD: u64 = 64;
 
-/// The body of one data block (its CRC checked and cut off).
-pub type CachedBlock = Arc<[u8]>;
+/// The body of one data block (its CRC checked and cut off), and where
+/// lookups may start in it.
+pub type CachedBlock = Arc<super::seek::Block>;
 
 #[derive(Clone)]
 struct ByBytes;
 
 impl Weighter<(u64, u32), CachedBlock> for ByBytes {
     fn weight(&self, _key: &(u64, u32), block: &CachedBlock) -> u64 {
-        block.len() as u64 + ENTRY_OVERHEAD
+        block.weight() as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -129,23 +130,28 @@ impl std::fmt::Debug for BlockCache {
 
 #[cfg(test)]
 mod tests {
+    use super::super::seek::Block;
     use super::*;
+
+    fn block(bytes: &[u8]) -> CachedBlock {
+        Arc::new(Block::plain(bytes.to_vec()))
+    }
 
     #[test]
     fn keeps_blocks_by_file_and_number_and_counts_hits() {
         let c = BlockCache::new(1 << 20, 4096);
         assert!(c.get(1, 0).is_none());
-        c.insert(1, 0, Arc::from(&b"one"[..]));
-        c.insert(2, 0, Arc::from(&b"two"[..]));
-        assert_eq!(&*c.get(1, 0).unwrap(), b"one");
-        assert_eq!(&*c.get(2, 0).unwrap(), b"two");
+        c.insert(1, 0, block(b"one"));
+        c.insert(2, 0, block(b"two"));
+        assert_eq!(&**c.get(1, 0).unwrap(), b"one");
+        assert_eq!(&**c.get(2, 0).unwrap(), b"two");
         assert!(c.get(1, 1).is_none());
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.blocks), (2, 2, 2));
         assert_eq!(s.bytes, 6 + 2 * ENTRY_OVERHEAD);
         c.forget(1, 4);
         assert!(c.get(1, 0).is_none());
-        assert_eq!(&*c.get(2, 0).unwrap(), b"two");
+        assert_eq!(&**c.get(2, 0).unwrap(), b"two");
         assert_eq!(c.stats().bytes, 3 + ENTRY_OVERHEAD);
     }
 
@@ -153,7 +159,7 @@ mod tests {
     fn stays_within_its_bytes() {
         let c = BlockCache::new(256 << 10, 4096);
         for i in 0..1000 {
-            c.insert(7, i, Arc::from(vec![i as u8; 4096]));
+            c.insert(7, i, block(&[i as u8; 4096]));
         }
         let s = c.stats();
         assert!(s.bytes <= 256 << 10, "{s:?}");
@@ -164,7 +170,7 @@ mod tests {
     fn of_no_bytes_keeps_nothing() {
         let c = BlockCache::new(0, 4096);
         assert!(!c.enabled());
-        c.insert(1, 0, Arc::from(&b"x"[..]));
+        c.insert(1, 0, block(b"x"));
         assert!(c.get(1, 0).is_none());
         assert_eq!(c.stats(), CacheStats::default());
     }

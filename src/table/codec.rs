@@ -53,12 +53,12 @@ pub(crate) struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
     base: u64,
-    what: &'a str,
+    what: &'a dyn std::fmt::Display,
 }
 
 impl<'a> Decoder<'a> {
     /// A cursor at the start of `buf`, which is `what` at file offset `base`.
-    pub(crate) fn new(buf: &'a [u8], base: u64, what: &'a str) -> Decoder<'a> {
+    pub(crate) fn new(buf: &'a [u8], base: u64, what: &'a dyn std::fmt::Display) -> Decoder<'a> {
         Decoder {
             buf,
             pos: 0,
@@ -161,17 +161,17 @@ mod tests {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             assert_eq!(out.len(), varint_len(v), "{v}");
-            let mut d = Decoder::new(&out, 0, "t");
+            let mut d = Decoder::new(&out, 0, &"t");
             assert_eq!(d.varint("v").unwrap(), v);
             assert_eq!(d.remaining(), 0);
             // Every strict prefix runs off the end.
             for cut in 0..out.len() {
-                assert!(Decoder::new(&out[..cut], 0, "t").varint("v").is_err());
+                assert!(Decoder::new(&out[..cut], 0, &"t").varint("v").is_err());
             }
         }
-        assert!(Decoder::new(&[0xff; 11], 0, "t").varint("v").is_err());
+        assert!(Decoder::new(&[0xff; 11], 0, &"t").varint("v").is_err());
         let mut over = vec![0xff; 9];
         over.push(0x02);
-        assert!(Decoder::new(&over, 0, "t").varint("v").is_err());
+        assert!(Decoder::new(&over, 0, &"t").varint("v").is_err());
     }
 }

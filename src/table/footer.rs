@@ -62,7 +62,7 @@ impl Footer {
                 offset,
             });
         }
-        let mut d = Decoder::new(b, offset, "footer");
+        let mut d = Decoder::new(b, offset, &"footer");
         d.bytes(8, "magic")?;
         let version = d.u32("version")?;
         if version != FORMAT_VERSION {

@@ -62,7 +62,7 @@ impl IndexWriter {
 /// last keys strictly increasing.
 pub(crate) fn decode_index(block: &[u8], offset: u64, data_end: u64) -> Result<Vec<BlockHandle>> {
     let body = check_crc(block, "index block", offset)?;
-    let mut d = Decoder::new(body, offset, "index block");
+    let mut d = Decoder::new(body, offset, &"index block");
     let count = d.u32("block count")?;
     // Each entry takes at least its fixed bytes, so a lying count cannot
     // make this allocation larger than the block warrants.

@@ -26,7 +26,7 @@ pub(crate) fn encode_meta(m: &TableMeta) -> Vec<u8> {
 /// `file_bytes`.
 pub(crate) fn decode_meta(block: &[u8], offset: u64, file_bytes: u64) -> Result<TableMeta> {
     let body = check_crc(block, "meta block", offset)?;
-    let mut d = Decoder::new(body, offset, "meta block");
+    let mut d = Decoder::new(body, offset, &"meta block");
     let entries = d.u64("entries")?;
     let tombstones = d.u64("tombstones")?;
     let data_blocks = d.u32("data blocks")?;

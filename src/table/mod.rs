@@ -105,6 +105,7 @@ mod index;
 mod iter;
 mod meta;
 mod reader;
+mod seek;
 #[cfg(test)]
 mod tests;
 

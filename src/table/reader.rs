@@ -6,10 +6,12 @@ use std::sync::Arc;
 use super::block::BlockScan;
 use super::bloom::{self, Bloom};
 use super::cache::BlockCache;
+use super::cache::CachedBlock;
 use super::footer::{Footer, FOOTER_BYTES};
 use super::index::{decode_index, BlockHandle};
 use super::iter::TableIter;
 use super::meta::decode_meta;
+use super::seek::Block;
 use super::{Entry, OwnedTableIter, Result, TableError, TableMeta};
 
 /// Where a table's bytes are read from: a device (the engine maps file
@@ -150,6 +152,7 @@ impl Table {
             return Ok(None);
         }
         let mut scan = self.read_block(src, i, true)?;
+        scan.seek(key);
         while let Some(raw) = scan.next_raw() {
             let raw = raw?;
             match scan.key().cmp(key) {
@@ -225,10 +228,12 @@ impl Table {
                 bytes.len()
             )));
         }
-        let scan = BlockScan::new(bytes, i, h.offset)?;
         if let (true, Some((c, file))) = (fill, cache) {
-            c.insert(file, i, scan.body());
+            let body = BlockScan::check(bytes, i, h.offset)?;
+            let block: CachedBlock = Block::indexed(body, i, h.offset).into();
+            c.insert(file, i, block.clone());
+            return Ok(BlockScan::cached(block, i, h.offset));
         }
-        Ok(scan)
+        BlockScan::new(bytes, i, h.offset)
     }
 }

@@ -440,3 +440,40 @@ fn a_corrupt_block_is_never_cached() {
     assert_eq!(t.block_reads(), 2, "the bad block is read again each time");
     assert_eq!(cache.stats().blocks, 0);
 }
+
+#[test]
+fn lookups_in_cached_blocks_start_at_seek_points_and_find_what_a_full_scan_does() {
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let model = random_model(&mut rng, 3_000, false);
+    let (file, _) = build(&model, &TableOptions::default(), &mut rng);
+    let t = Table::open(&file, file.len() as u64).unwrap();
+    let cache = BlockCache::new(64 << 20, TableOptions::default().block_bytes);
+    let src = Cached {
+        file: &file,
+        cache: &cache,
+    };
+    // Fill the cache (blocks with seek points), then look up every key,
+    // and keys just below and above each one, which may be absent.
+    for e in model.values() {
+        t.get(&src, &e.key).unwrap();
+    }
+    let reads = t.block_reads();
+    for e in model.values() {
+        assert_eq!(t.get(&src, &e.key).unwrap().as_ref(), Some(e));
+        let mut above = e.key.clone();
+        above.push(0);
+        let mut below = e.key.clone();
+        below.pop();
+        for probe in [above, below] {
+            let want = model.get(&probe);
+            assert_eq!(t.get(&src, &probe).unwrap().as_ref(), want, "{probe:?}");
+        }
+    }
+    assert_eq!(
+        t.block_reads(),
+        reads,
+        "every lookup was served from the cache"
+    );
+    // The seek points count against the cache.
+    assert!(cache.stats().bytes > t.index.iter().map(|h| h.len).sum::<u64>());
+}
