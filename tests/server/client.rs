@@ -704,8 +704,8 @@ fn concurrent_incr_is_atomic_per_key() {
 fn plain_sets_beside_incr_on_one_key_do_not_deadlock() {
     let (_dir, s) = start();
     let (tx, rx) = mpsc::channel();
-    // INCR and INCRBY take the key's stripe exclusively; plain SETs (alone
-    // and pipelined) are left in flight; DEL and SET NX are exclusive too.
+    // INCRs and INCRBYs read what plain SETs (alone and pipelined), DELs
+    // and SET NXs of the same key left dirty, while those are in flight.
     for t in 0..6 {
         let tx = tx.clone();
         let mut c = s.client();
@@ -807,7 +807,7 @@ fn a_client_that_does_not_read_its_replies_holds_up_no_one_else() {
     let mut hog = s.raw();
     hog.write_all(&gets_of_big(2000)).unwrap();
     // Everyone else is served meanwhile, plain writes and the commands
-    // that run on workers alike.
+    // and read-modify-writes alike.
     let (tx, rx) = mpsc::channel();
     for t in 0..4 {
         let tx = tx.clone();
@@ -848,12 +848,12 @@ fn a_client_that_does_not_read_its_replies_holds_up_no_one_else() {
 }
 
 #[test]
-fn a_put_off_set_of_a_client_that_does_not_read_holds_up_no_incr() {
+fn a_set_behind_unread_replies_holds_up_no_incr() {
     use std::io::Write;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let (_dir, s, mut c) = start_with_big();
-    // INCRs keep the stripe of "hot" held nearly all the time.
+    // INCRs keep "hot" dirty nearly all the time.
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let (ntx, nrx) = mpsc::channel();
@@ -879,8 +879,8 @@ fn a_put_off_set_of_a_client_that_does_not_read_holds_up_no_incr() {
     drop(ntx);
     std::thread::sleep(Duration::from_millis(200));
     // Clients whose SET of "hot" comes behind replies they never read:
-    // the SET is put off while an INCR holds the stripe, and the loop
-    // stops serving the connection once the socket is full. Where the
+    // the shard stops serving such a connection once its socket is full,
+    // with its SET of "hot" not yet run. Where the
     // socket fills is not known, so each client asks for a different
     // number of 60 KB replies before its SET. The INCRs must go on.
     let mut hogs = Vec::new();
@@ -908,8 +908,8 @@ fn a_client_that_stops_sending_gets_every_reply_before_the_close() {
     use std::io::{Read, Write};
     let (_dir, s) = start();
     let mut c = s.raw();
-    // The INCR waits for the SET's acknowledgement and the GET for the
-    // INCR's worker; the client has shut its side long before.
+    // The INCR's and the GET's replies wait for the SET's acknowledgement;
+    // the client has shut its side long before.
     c.write_all(b"SET a 1\r\nINCR a\r\nGET a\r\nSET b").unwrap();
     c.shutdown(std::net::Shutdown::Write).unwrap();
     let mut got = String::new();
