@@ -9,8 +9,6 @@
 //! crash), the levels that survive each; reads go on at any level, and
 //! wait for what they read. 100 seeds of each; `STRIA_SEED=n` replays one.
 
-use std::sync::Arc;
-
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -21,15 +19,8 @@ use crate::server::metrics::testing;
 
 const COUNTERS: usize = 4;
 
-#[derive(Debug)]
-struct Quiet;
-
-impl Notify for Quiet {
-    fn notify(&self) {}
-}
-
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Crash {
+pub(super) enum Crash {
     PowerCut,
     Process,
 }
@@ -45,7 +36,7 @@ fn number(v: Option<Vec<u8>>) -> i64 {
 fn run(seed: u64, crash: Crash) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let devs = testing::sim_devices(&testing::model(seed));
-    let notify: Arc<dyn Notify> = Arc::new(Quiet);
+    let notify = super::tests::notify();
     let mut told = [0i64; COUNTERS];
     let mut written = [0i64; COUNTERS];
     let devs2: EngineDevices<SimDevice>;
@@ -96,22 +87,7 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
         shard.submit(&notify);
         // The crash: what the devices keep is taken now, while the engine
         // still runs (as the next process would find them).
-        let after = |d: &SimDevice, i: u64| match crash {
-            Crash::PowerCut => {
-                d.cut_power();
-                d.reboot(seed + i)
-            }
-            Crash::Process => d.reboot_after_process_crash(seed + i),
-        };
-        devs2 = EngineDevices {
-            wal: devs.wal.iter().zip(0..).map(|(d, i)| after(d, i)).collect(),
-            data: devs
-                .data
-                .iter()
-                .zip(100..)
-                .map(|(d, i)| after(d, i))
-                .collect(),
-        };
+        devs2 = crashed(&devs, crash, seed);
         // Replies not yet out are never sent; the engine goes as a
         // crashing process would.
         drop(waiting);
@@ -132,13 +108,39 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
     Ok(())
 }
 
-fn seeds(crash: Crash) {
+/// What the devices keep after `crash`, as the next process finds them.
+pub(super) fn crashed(
+    devs: &EngineDevices<SimDevice>,
+    crash: Crash,
+    seed: u64,
+) -> EngineDevices<SimDevice> {
+    let after = |d: &SimDevice, i: u64| match crash {
+        Crash::PowerCut => {
+            d.cut_power();
+            d.reboot(seed + i)
+        }
+        Crash::Process => d.reboot_after_process_crash(seed + i),
+    };
+    EngineDevices {
+        wal: devs.wal.iter().zip(0..).map(|(d, i)| after(d, i)).collect(),
+        data: devs
+            .data
+            .iter()
+            .zip(100..)
+            .map(|(d, i)| after(d, i))
+            .collect(),
+    }
+}
+
+/// Runs `run` on seeds 0..100, or on `STRIA_SEED` alone; panics with the
+/// first failure.
+pub(super) fn each_seed(run: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("STRIA_SEED") {
         Ok(s) => vec![s.parse().expect("STRIA_SEED is a number")],
         Err(_) => (0..100).collect(),
     };
     for seed in seeds {
-        if let Err(why) = run(seed, crash) {
+        if let Err(why) = run(seed) {
             panic!("{why}");
         }
     }
@@ -146,10 +148,10 @@ fn seeds(crash: Crash) {
 
 #[test]
 fn what_replies_revealed_survives_a_power_cut() {
-    seeds(Crash::PowerCut);
+    each_seed(|seed| run(seed, Crash::PowerCut));
 }
 
 #[test]
 fn what_replies_revealed_survives_a_process_crash() {
-    seeds(Crash::Process);
+    each_seed(|seed| run(seed, Crash::Process));
 }

@@ -7,12 +7,11 @@
 //! one), and that prefix must include every command whose reply went out.
 //! 100 seeds; `STRIA_SEED=n` replays one.
 
-use std::sync::Arc;
-
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::crash_tests::{crashed, each_seed, Crash};
 use super::*;
 use crate::device::sim::SimDevice;
 use crate::engine::EngineDevices;
@@ -20,13 +19,6 @@ use crate::server::metrics::testing;
 
 /// Two keys in each of the three regions (split at "g" and "p").
 const KEYS: [&[u8]; 6] = [b"a0", b"a1", b"h0", b"h1", b"q0", b"q1"];
-
-#[derive(Debug)]
-struct Quiet;
-
-impl Notify for Quiet {
-    fn notify(&self) {}
-}
 
 /// A value naming command `seq`, padded so batches fill and seal often.
 fn value(seq: u64) -> Vec<u8> {
@@ -40,7 +32,7 @@ fn seq_of(v: &[u8]) -> u64 {
 fn run(seed: u64) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let devs = testing::sim_devices(&testing::model(seed));
-    let notify: Arc<dyn Notify> = Arc::new(Quiet);
+    let notify = super::tests::notify();
     // Command `i` (from 1) wrote `history[i - 1]`.
     let mut history: Vec<Vec<usize>> = Vec::new();
     let mut told = 0u64;
@@ -80,19 +72,7 @@ fn run(seed: u64) -> Result<(), String> {
             shard.retire();
         }
         shard.submit(&notify);
-        let after = |d: &SimDevice, i: u64| {
-            d.cut_power();
-            d.reboot(seed + i)
-        };
-        devs2 = EngineDevices {
-            wal: devs.wal.iter().zip(0..).map(|(d, i)| after(d, i)).collect(),
-            data: devs
-                .data
-                .iter()
-                .zip(100..)
-                .map(|(d, i)| after(d, i))
-                .collect(),
-        };
+        devs2 = crashed(&devs, Crash::PowerCut, seed);
         drop(waiting);
         std::mem::forget(shard);
         engine.abandon();
@@ -130,13 +110,5 @@ fn run(seed: u64) -> Result<(), String> {
 
 #[test]
 fn a_power_cut_keeps_a_prefix_of_the_shards_commands() {
-    let seeds: Vec<u64> = match std::env::var("STRIA_SEED") {
-        Ok(s) => vec![s.parse().expect("STRIA_SEED is a number")],
-        Err(_) => (0..100).collect(),
-    };
-    for seed in seeds {
-        if let Err(why) = run(seed) {
-            panic!("{why}");
-        }
-    }
+    each_seed(run);
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::server::metrics::testing;
 
+/// A notify that tells no one: the shard's tests poll.
 #[derive(Debug)]
 struct Quiet;
 
@@ -15,7 +16,7 @@ impl Notify for Quiet {
     fn notify(&self) {}
 }
 
-fn notify() -> Arc<dyn Notify> {
+pub(super) fn notify() -> Arc<dyn Notify> {
     Arc::new(Quiet)
 }
 
