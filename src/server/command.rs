@@ -1,344 +1,16 @@
-//! The command table, dispatch, and the commands about the connection and
-//! the server (the data commands are in `data.rs`).
+//! Dispatch, and the commands about the connection and the server (the
+//! data commands are in `cmd/`, the command table in `table.rs`).
 
 use std::sync::atomic::Ordering;
 
+use super::cmd::{integer, not_integer, syntax_error};
 use super::conn::{Conn, Outcome};
 use super::glob;
 use super::resp::Reply;
+use super::table::{lookup, position, Spec, COMMANDS};
 use crate::config::Durability;
 
-/// What a command is, as COMMAND INFO tells clients.
-pub struct Spec {
-    pub name: &'static str,
-    /// Redis's convention: N exactly N arguments (the name included), -N at least N.
-    pub arity: i32,
-    pub flags: &'static [&'static str],
-    /// First key, last key (-1: the last argument), step.
-    pub keys: (i32, i32, i32),
-    pub group: &'static str,
-    pub summary: &'static str,
-}
-
-const W: &[&str] = &["write"];
-const R: &[&str] = &["readonly", "fast"];
-const A: &[&str] = &["fast"];
-
-macro_rules! spec {
-    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $group:literal, $summary:literal) => {
-        Spec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            group: $group,
-            summary: $summary,
-        }
-    };
-}
-
-/// Every command the server knows, by name.
-pub static COMMANDS: &[Spec] = &[
-    spec!(
-        "ping",
-        -1,
-        A,
-        (0, 0, 0),
-        "connection",
-        "Returns PONG, or the argument."
-    ),
-    spec!(
-        "echo",
-        2,
-        A,
-        (0, 0, 0),
-        "connection",
-        "Returns the argument."
-    ),
-    spec!(
-        "hello",
-        -1,
-        A,
-        (0, 0, 0),
-        "connection",
-        "Handshake: protocol version, AUTH, SETNAME."
-    ),
-    spec!(
-        "auth",
-        -2,
-        A,
-        (0, 0, 0),
-        "connection",
-        "Authenticates the connection."
-    ),
-    spec!(
-        "select",
-        2,
-        A,
-        (0, 0, 0),
-        "connection",
-        "Selects database 0, the only one."
-    ),
-    spec!(
-        "quit",
-        -1,
-        A,
-        (0, 0, 0),
-        "connection",
-        "Closes the connection."
-    ),
-    spec!(
-        "client",
-        -2,
-        A,
-        (0, 0, 0),
-        "connection",
-        "SETNAME, GETNAME, ID, LIST, INFO, SETINFO."
-    ),
-    spec!(
-        "set",
-        -3,
-        W,
-        (1, 1, 1),
-        "string",
-        "Sets a string value (NX, XX, GET; no expiry)."
-    ),
-    spec!("get", 2, R, (1, 1, 1), "string", "Returns a string value."),
-    spec!(
-        "getdel",
-        2,
-        W,
-        (1, 1, 1),
-        "string",
-        "Returns a string value and deletes the key."
-    ),
-    spec!(
-        "mset",
-        -3,
-        W,
-        (1, -1, 2),
-        "string",
-        "Sets several string values."
-    ),
-    spec!(
-        "mget",
-        -2,
-        R,
-        (1, -1, 1),
-        "string",
-        "Returns several string values."
-    ),
-    spec!(
-        "incr",
-        2,
-        W,
-        (1, 1, 1),
-        "string",
-        "Adds 1 to an integer value."
-    ),
-    spec!(
-        "incrby",
-        3,
-        W,
-        (1, 1, 1),
-        "string",
-        "Adds to an integer value."
-    ),
-    spec!(
-        "decr",
-        2,
-        W,
-        (1, 1, 1),
-        "string",
-        "Subtracts 1 from an integer value."
-    ),
-    spec!(
-        "decrby",
-        3,
-        W,
-        (1, 1, 1),
-        "string",
-        "Subtracts from an integer value."
-    ),
-    spec!(
-        "del",
-        -2,
-        W,
-        (1, -1, 1),
-        "generic",
-        "Deletes keys (strings and whole hashes)."
-    ),
-    spec!(
-        "exists",
-        -2,
-        R,
-        (1, -1, 1),
-        "generic",
-        "Counts the keys that exist."
-    ),
-    spec!(
-        "type",
-        2,
-        R,
-        (1, 1, 1),
-        "generic",
-        "The type of a key: string, hash or none."
-    ),
-    spec!(
-        "scan",
-        -2,
-        &["readonly"],
-        (0, 0, 0),
-        "generic",
-        "Iterates over the keys (MATCH, COUNT, TYPE)."
-    ),
-    spec!(
-        "dbsize",
-        1,
-        &["readonly"],
-        (0, 0, 0),
-        "server",
-        "Counts the keys (reads them all)."
-    ),
-    spec!("hset", -4, W, (1, 1, 1), "hash", "Sets fields of a hash."),
-    spec!(
-        "hmset",
-        -4,
-        W,
-        (1, 1, 1),
-        "hash",
-        "Sets fields of a hash (replies OK)."
-    ),
-    spec!(
-        "hget",
-        3,
-        R,
-        (1, 1, 1),
-        "hash",
-        "Returns a field of a hash."
-    ),
-    spec!(
-        "hmget",
-        -3,
-        R,
-        (1, 1, 1),
-        "hash",
-        "Returns fields of a hash."
-    ),
-    spec!(
-        "hdel",
-        -3,
-        W,
-        (1, 1, 1),
-        "hash",
-        "Deletes fields of a hash."
-    ),
-    spec!(
-        "hgetall",
-        2,
-        &["readonly"],
-        (1, 1, 1),
-        "hash",
-        "Returns every field and value of a hash."
-    ),
-    spec!(
-        "hexists",
-        3,
-        R,
-        (1, 1, 1),
-        "hash",
-        "Whether a hash has a field."
-    ),
-    spec!(
-        "hlen",
-        2,
-        &["readonly"],
-        (1, 1, 1),
-        "hash",
-        "Counts the fields of a hash."
-    ),
-    spec!(
-        "info",
-        -1,
-        &["loading", "stale"],
-        (0, 0, 0),
-        "server",
-        "What the appliance is doing."
-    ),
-    spec!(
-        "config",
-        -2,
-        &["admin"],
-        (0, 0, 0),
-        "server",
-        "CONFIG GET of the settings clients ask about."
-    ),
-    spec!(
-        "command",
-        -1,
-        &["loading", "stale"],
-        (0, 0, 0),
-        "server",
-        "COUNT, DOCS, INFO, LIST."
-    ),
-    spec!(
-        "waitaof",
-        4,
-        &[],
-        (0, 0, 0),
-        "generic",
-        "Waits until this connection's writes are durable (sync)."
-    ),
-    spec!(
-        "shutdown",
-        -1,
-        &["admin"],
-        (0, 0, 0),
-        "server",
-        "Stops the server cleanly."
-    ),
-    spec!(
-        "stria.durability",
-        -1,
-        A,
-        (0, 0, 0),
-        "connection",
-        "Sets this connection's durability: none, async, write or sync."
-    ),
-];
-
-pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    position(name).map(|i| &COMMANDS[i])
-}
-
-/// Where command `name` (any case) is in [`COMMANDS`].
-pub fn position(name: &[u8]) -> Option<usize> {
-    COMMANDS
-        .iter()
-        .position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
-}
-
-pub fn wrong_type() -> Reply {
-    Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
-}
-
-pub fn syntax_error() -> Reply {
-    Reply::err("syntax error")
-}
-
-pub fn not_integer() -> Reply {
-    Reply::err("value is not an integer or out of range")
-}
-
-/// An integer argument as Redis reads one.
-pub fn integer(arg: &[u8]) -> Option<i64> {
-    if arg.is_empty() || arg.len() > 20 || arg[0] == b'+' {
-        return None;
-    }
-    std::str::from_utf8(arg).ok()?.parse().ok()
-}
-
-fn show(arg: &[u8]) -> String {
+pub(super) fn show(arg: &[u8]) -> String {
     let s = String::from_utf8_lossy(&arg[..arg.len().min(128)]);
     s.replace(['\r', '\n'], " ")
 }
@@ -410,6 +82,8 @@ impl<'a> Conn<'a> {
             "config" => Outcome::Reply(self.config(&args[1..])),
             "command" => Outcome::Reply(command_command(&args[1..])),
             "waitaof" => Outcome::Reply(self.waitaof(&args[1..])),
+            "time" => Outcome::Reply(time()),
+            "function" => Outcome::Reply(function(&args[1..])),
             "stria.durability" => Outcome::Reply(self.set_durability(&args[1..])),
             "shutdown" => match args.get(1).map(|a| a.to_ascii_lowercase()) {
                 Some(a) if a == b"abort" => Outcome::Reply(Reply::err("No shutdown in progress.")),
@@ -656,6 +330,33 @@ impl<'a> Conn<'a> {
             section.as_deref(),
         ));
         Reply::Verbatim(text)
+    }
+}
+
+fn time() -> Reply {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Reply::Array(vec![
+        Reply::bulk(now.as_secs().to_string()),
+        Reply::bulk(now.subsec_micros().to_string()),
+    ])
+}
+
+/// FUNCTION: Stria has no functions yet, so FLUSH has nothing to do.
+fn function(args: &[Vec<u8>]) -> Reply {
+    let sub = args[0].to_ascii_lowercase();
+    match (sub.as_slice(), &args[1..]) {
+        (b"flush", []) => Reply::ok(),
+        (b"flush", [mode]) if matches!(mode.to_ascii_lowercase().as_slice(), b"sync" | b"async") => {
+            Reply::ok()
+        }
+        (b"flush", _) => syntax_error(),
+        (b"list", _) => Reply::Array(vec![]),
+        _ => Reply::err(format!(
+            "unknown subcommand '{}'. Stria has no functions yet: it supports FUNCTION FLUSH and LIST.",
+            show(&args[0])
+        )),
     }
 }
 

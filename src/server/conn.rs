@@ -143,6 +143,9 @@ pub struct Conn<'a> {
     held: usize,
     /// Encoded replies not yet sent.
     pub out: Vec<u8>,
+    /// The time the running command judges expiry by (milliseconds since
+    /// the epoch), as Redis's command time snapshot.
+    pub now: u64,
 }
 
 impl<'a> Conn<'a> {
@@ -158,6 +161,7 @@ impl<'a> Conn<'a> {
             slots: VecDeque::new(),
             held: 0,
             out: Vec::with_capacity(16 * 1024),
+            now: 0,
         }
     }
 

@@ -31,6 +31,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
 use super::conn::{Conn, Input, Taken};
+use super::expiry::Expiry;
 use super::resp::{Parser, Reply};
 use super::shard::Shard;
 use super::{Client, Shared};
@@ -157,6 +158,7 @@ struct Loop<'a> {
     work: Vec<usize>,
     /// Connections with replies waiting for writes.
     waiting: Vec<usize>,
+    expiry: Expiry,
 }
 
 fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
@@ -169,6 +171,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
         free: Vec::new(),
         work: Vec::new(),
         waiting: Vec::new(),
+        expiry: Expiry::default(),
     };
     let mut events = Events::with_capacity(1024);
     let mut deadline: Option<Instant> = None;
@@ -180,7 +183,8 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
                 break;
             }
         }
-        let timeout = lp.timeout(stopping);
+        let due = lp.expiry.due_in();
+        let timeout = Some(lp.timeout(stopping).map_or(due, |t| t.min(due)));
         let polled = poll.poll(&mut events, timeout);
         lp.notify.armed.store(false, Ordering::SeqCst);
         if let Err(e) = polled {
@@ -331,6 +335,8 @@ impl<'a> Loop<'a> {
 
     fn turn(&mut self, stopping: bool) {
         self.shard.retire();
+        // Its deletes go to the engine with the turn's writes.
+        self.expiry.run(self.shared, &self.shard);
         // Replies whose writes were acknowledged.
         for i in std::mem::take(&mut self.waiting) {
             let Some(c) = self.conns[i].as_mut() else {

@@ -159,6 +159,7 @@ fn stats_section(w: &mut Section, s: &ServerMetrics) {
     w.kv("total_error_replies", s.total_errors());
     w.kv("protocol_errors", s.protocol_errors());
     w.kv("auth_failures", s.auth_failures());
+    w.kv("expired_keys", s.expired_keys());
 }
 
 /// The resident set size of this process, from /proc (0 where unknown).

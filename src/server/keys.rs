@@ -1,38 +1,60 @@
 //! How Redis keys become engine keys.
 //!
-//! A string is one engine key; a hash is a row: a marker key that says the
-//! row exists, then one engine key per field, all next to each other in key
-//! order, so a wide row costs what its fields cost and a field is read
-//! without reading the row.
+//! Every Redis key has one metadata key ([`super::meta::Meta`]: its type,
+//! version, expiry and size; a string's value is in it). A collection's
+//! elements are sub-keys under (key, version), right after the metadata
+//! in key order. Overwriting, deleting or expiring a key of any size is
+//! one write of its metadata: sub-keys of any other version are dead.
 //!
 //! ```text
-//! string k        esc(k) 00 01 's'             -> value
-//! hash k (marker) esc(k) 00 01 'h'             -> ""
-//! hash k, field f esc(k) 00 01 'i' f           -> value
+//! metadata of k           esc(k) 00 01 'm'                   -> Meta
+//! field f of hash k       esc(k) 00 01 'v' ver:8 'f' f       -> value
+//! expiry index            00 02 at:8 k                       -> ""
+//! the server's own        00 00 "stria:" name                -> value
 //! ```
 //!
 //! `esc` writes a 0x00 byte of the key as `00 ff`, so `00 01` ends the key
 //! and keys keep their order: every engine key of `k` sorts before those of
 //! any key that `k` is a proper prefix of. The engine key of a Redis key
 //! starts with the key's own bytes, so regions split the Redis key space.
+//! `ver` is big-endian, so a version's sub-keys are together. `esc` never
+//! writes `00 00` or `00 02`: the server's keys and the expiry index
+//! (`at` in milliseconds since the epoch, big-endian, so the index is in
+//! the order keys fall due) are never a Redis key's.
 
-/// What an engine key holds.
+/// Which part of a Redis key an engine key is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    String,
-    HashMarker,
-    HashField,
+pub enum Part<'a> {
+    Meta,
+    /// A sub-key: the version it belongs to, and what follows it (the
+    /// element's tag and bytes).
+    Sub(u64, &'a [u8]),
 }
 
-/// An engine key no Redis key maps to (`esc` never writes `00 00`): `1`
-/// once a hash may have been written, `0` while none has. Without it a
-/// plain SET would have to look for a hash marker under its key every
-/// time.
-pub const HASHES: &[u8] = b"\0\0stria:hashes";
+/// The tag of a hash field's sub-key.
+pub const FIELD: u8 = b'f';
 
-const STRING: u8 = b's';
-const MARKER: u8 = b'h';
-const FIELD: u8 = b'i';
+const META: u8 = b'm';
+const SUB: u8 = b'v';
+
+/// The first engine key of the expiry index.
+pub const EXPIRES: &[u8] = &[0, 2];
+
+/// The encoding this server writes; a store without it is refused.
+pub const ENCODING: &[u8] = b"\0\0stria:encoding";
+/// The highest version reserved ([`super::clock::Versions`]).
+pub const VERSIONS: &[u8] = b"\0\0stria:versions";
+/// Metadata of a version below this is dead (FLUSHALL).
+pub const FLOOR: &[u8] = b"\0\0stria:floor";
+/// A time the server's clock has reached ([`super::clock::Clock`]).
+pub const CLOCK: &[u8] = b"\0\0stria:clock";
+
+/// The value of [`ENCODING`].
+pub const ENCODING_VERSION: &[u8] = b"2";
+
+/// Bytes an engine key of a Redis key adds to `esc(key)` at most before
+/// an element: `00 01`, `v`, the version and the tag.
+pub const SUB_OVERHEAD: usize = 12;
 
 /// The length of `esc(key)`, without the `00 01` that ends it.
 pub fn escaped_len(key: &[u8]) -> usize {
@@ -51,32 +73,42 @@ fn escaped(key: &[u8], extra: usize) -> Vec<u8> {
     out
 }
 
-/// The engine key of string `key`.
-pub fn string(key: &[u8]) -> Vec<u8> {
-    let mut k = escaped(key, 0);
-    k.push(STRING);
+/// Where the engine keys of every Redis key that starts with `prefix`
+/// start: `esc(prefix)`.
+pub fn escaped_prefix(prefix: &[u8]) -> Vec<u8> {
+    let mut k = escaped(prefix, 0);
+    k.truncate(k.len() - 2);
     k
 }
 
-/// The marker of hash `key`.
-pub fn marker(key: &[u8]) -> Vec<u8> {
-    let mut k = escaped(key, 0);
-    k.push(MARKER);
+/// The metadata key of `key`.
+pub fn meta(key: &[u8]) -> Vec<u8> {
+    let mut k = escaped(key, 1);
+    k.push(META);
     k
 }
 
-/// The engine key of `field` in hash `key`.
-pub fn field(key: &[u8], field: &[u8]) -> Vec<u8> {
-    let mut k = escaped(key, field.len());
-    k.push(FIELD);
-    k.extend_from_slice(field);
+/// Where the sub-keys of `key` at `version` with `tag` start: the
+/// sub-key of an element is this followed by the element's bytes.
+pub fn sub(key: &[u8], version: u64, tag: u8, extra: usize) -> Vec<u8> {
+    let mut k = escaped(key, 10 + extra);
+    k.push(SUB);
+    k.extend_from_slice(&version.to_be_bytes());
+    k.push(tag);
     k
 }
 
-/// Where the fields of hash `key` start (every field key is at or after it).
-pub fn fields_start(key: &[u8]) -> Vec<u8> {
-    let mut k = escaped(key, 0);
-    k.push(FIELD);
+/// The sub-key of element `elem` of `key` at `version` with `tag`.
+pub fn element(key: &[u8], version: u64, tag: u8, elem: &[u8]) -> Vec<u8> {
+    let mut k = sub(key, version, tag, elem.len());
+    k.extend_from_slice(elem);
+    k
+}
+
+/// The first engine key after every sub-key of `key` at `version` with `tag`.
+pub fn sub_end(key: &[u8], version: u64, tag: u8) -> Vec<u8> {
+    let mut k = sub(key, version, tag, 0);
+    *k.last_mut().expect("a tag") = tag + 1;
     k
 }
 
@@ -87,16 +119,30 @@ pub fn after(key: &[u8]) -> Vec<u8> {
     k
 }
 
-/// The first engine key after every field of hash `key`.
-pub fn fields_end(key: &[u8]) -> Vec<u8> {
-    let mut k = escaped(key, 0);
-    k.push(FIELD + 1);
+/// The index entry that says `key` may expire at `at`.
+pub fn expiry(at: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10 + key.len());
+    k.extend_from_slice(EXPIRES);
+    k.extend_from_slice(&at.to_be_bytes());
+    k.extend_from_slice(key);
     k
 }
 
-/// The Redis key, the kind, and (for a field) the field name of an engine
-/// key; `None` for an engine key this encoding never writes.
-pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Kind, &[u8])> {
+/// The first index entry of a key due after `at`.
+pub fn expiry_after(at: u64) -> Vec<u8> {
+    expiry(at.saturating_add(1), b"")
+}
+
+/// The time and key of an index entry.
+pub fn decode_expiry(engine_key: &[u8]) -> Option<(u64, &[u8])> {
+    let rest = engine_key.strip_prefix(EXPIRES)?;
+    let at = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+    Some((at, &rest[8..]))
+}
+
+/// The Redis key of an engine key and which part of it the engine key
+/// is; `None` for an engine key this encoding never writes for a key.
+pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Part<'_>)> {
     let mut key = Vec::with_capacity(engine_key.len());
     let mut i = 0;
     while i < engine_key.len() {
@@ -111,18 +157,16 @@ pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Kind, &[u8])> {
                 key.push(0);
                 i += 2;
             }
-            1 => {
-                let kind = match *engine_key.get(i + 2)? {
-                    STRING => Kind::String,
-                    MARKER => Kind::HashMarker,
-                    FIELD => Kind::HashField,
-                    _ => return None,
-                };
+            1 if !key.is_empty() => {
                 let rest = &engine_key[i + 3..];
-                if kind != Kind::HashField && !rest.is_empty() {
-                    return None;
-                }
-                return Some((key, kind, rest));
+                return match *engine_key.get(i + 2)? {
+                    META if rest.is_empty() => Some((key, Part::Meta)),
+                    SUB if rest.len() > 8 => {
+                        let v = u64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
+                        Some((key, Part::Sub(v, &rest[8..])))
+                    }
+                    _ => None,
+                };
             }
             _ => return None,
         }
@@ -137,24 +181,19 @@ mod tests {
     #[test]
     fn keys_round_trip_and_keep_their_order() {
         let keys: Vec<&[u8]> = vec![
-            b"", b"\0", b"\0\0", b"\0a", b"a", b"a\0", b"a\0\xff", b"a\x01", b"ab", b"\xff",
+            b"\0", b"\0\0", b"\0a", b"a", b"a\0", b"a\0\xff", b"a\x01", b"ab", b"\xff",
         ];
         let mut engine = Vec::new();
         for k in &keys {
-            assert_eq!(
-                decode(&string(k)),
-                Some((k.to_vec(), Kind::String, &b""[..]))
-            );
-            assert_eq!(
-                decode(&marker(k)),
-                Some((k.to_vec(), Kind::HashMarker, &b""[..]))
-            );
-            let f = field(k, b"f\0");
-            assert_eq!(decode(&f), Some((k.to_vec(), Kind::HashField, &b"f\0"[..])));
-            assert!(marker(k) < fields_start(k) && fields_start(k) <= f && f < fields_end(k));
-            assert!(fields_end(k) <= string(k) && string(k) < after(k));
-            engine.push((string(k), k));
-            engine.push((field(k, b"\xff\xff"), k));
+            assert_eq!(decode(&meta(k)), Some((k.to_vec(), Part::Meta)));
+            let f = element(k, 7, FIELD, b"f\0");
+            assert_eq!(decode(&f), Some((k.to_vec(), Part::Sub(7, &b"ff\0"[..]))));
+            let start = sub(k, 7, FIELD, 0);
+            assert!(meta(k) < start && start <= f && f < sub_end(k, 7, FIELD));
+            assert!(sub_end(k, u64::MAX, FIELD) < after(k));
+            assert!(element(k, 6, FIELD, b"\xff") < start);
+            engine.push((meta(k), k));
+            engine.push((element(k, u64::MAX, FIELD, b"\xff\xff"), k));
         }
         let mut sorted = engine.clone();
         sorted.sort();
@@ -165,13 +204,27 @@ mod tests {
         assert_eq!(order, expect);
         for (i, a) in keys.iter().enumerate() {
             for b in &keys[i + 1..] {
-                assert!(after(a) <= marker(b) || b.starts_with(a), "{a:?} {b:?}");
+                assert!(after(a) <= meta(b) || b.starts_with(a), "{a:?} {b:?}");
             }
         }
+        for own in [ENCODING, VERSIONS, FLOOR, CLOCK, EXPIRES] {
+            assert_eq!(decode(own), None);
+            assert!(keys.iter().all(|k| own < meta(k).as_slice()));
+        }
         assert_eq!(decode(b"plain"), None);
-        assert_eq!(decode(HASHES), None);
-        assert!(keys.iter().all(|k| HASHES < marker(k).as_slice()));
-        assert_eq!(decode(b"a\0\x01sx"), None);
-        assert_eq!(decode(b"a\0\x02s"), None);
+        assert_eq!(decode(b"a\0\x01mx"), None);
+        assert_eq!(decode(b"a\0\x01v1234567"), None);
+        assert_eq!(decode(b"a\0\x02m"), None);
+        assert_eq!(decode(b"\0\x01m"), None);
+    }
+
+    #[test]
+    fn the_expiry_index_is_in_the_order_keys_fall_due() {
+        let a = expiry(5, b"zz");
+        let b = expiry(6, b"a");
+        assert!(a < b && b < expiry_after(6) && expiry_after(5) <= b);
+        assert_eq!(decode_expiry(&a), Some((5, &b"zz"[..])));
+        assert_eq!(decode_expiry(b"\0\x02abc"), None);
+        assert_eq!(decode(&a), None);
     }
 }

@@ -10,17 +10,21 @@
 //! survives as promised. Replies go out in order; a pipeline's writes,
 //! and those of every connection, share the WAL's group commit.
 
+mod clock;
+mod cmd;
 mod command;
 mod conn;
-mod data;
 mod event;
+mod expiry;
 pub mod glob;
 pub mod info;
 pub mod keys;
+mod meta;
 pub mod metrics;
 pub mod resp;
 mod run;
 mod shard;
+mod table;
 
 pub use run::serve;
 
@@ -115,9 +119,10 @@ pub struct Shared {
     stop_cv: Condvar,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
-    /// A hash may exist ([`keys::HASHES`]); while none does, no command
-    /// looks for a hash marker.
-    pub hashes: AtomicBool,
+    pub versions: clock::Versions,
+    pub clock: clock::Clock,
+    /// Keys of a version below this are dead (FLUSHALL, [`keys::FLOOR`]).
+    pub floor: AtomicU64,
     /// Bytes connections' request buffers hold beyond their first chunk.
     buffered: AtomicUsize,
 }
@@ -206,15 +211,14 @@ impl Server {
             io::Error::new(e.kind(), format!("cannot listen on {}: {e}", opts.listen))
         })?;
         let local_addr = listener.local_addr()?;
-        let hashes = hashes_written(&engine)
-            .map_err(|e| io::Error::other(format!("reading the engine: {e}")))?;
+        let (versions, clock, floor) = open_keyspace(&engine).map_err(io::Error::other)?;
         let shared = Arc::new(Shared {
             engine,
             // Counted by the server's own command table: the generic list
             // of `ServerMetrics::new` lacks the hash commands, WAITAOF and
             // STRIA.DURABILITY, which would all count as `unknown`.
             metrics: ServerMetrics::with_commands(
-                &command::COMMANDS.iter().map(|c| c.name).collect::<Vec<_>>(),
+                &table::COMMANDS.iter().map(|c| c.name).collect::<Vec<_>>(),
             ),
             started: Instant::now(),
             local_addr,
@@ -226,7 +230,9 @@ impl Server {
             stop_cv: Condvar::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
-            hashes: AtomicBool::new(hashes),
+            versions,
+            clock,
+            floor: AtomicU64::new(floor),
             buffered: AtomicUsize::new(0),
             opts,
         });
@@ -358,18 +364,40 @@ fn wakeup(addr: SocketAddr) -> SocketAddr {
     a
 }
 
-/// Whether a hash may have been written ([`keys::HASHES`]). An empty
-/// engine says at once that none has; an engine with keys but without the
-/// flag (written before the flag existed) may hold some.
-fn hashes_written(engine: &ServerEngine) -> Result<bool, crate::engine::EngineError> {
-    if let Some(v) = engine.get(keys::HASHES)? {
-        return Ok(v.as_slice() != b"0");
+/// Checks that the store is in this server's key encoding (an empty
+/// store is made so) and reads the version floor; the version range and
+/// the clock go on from where the last run left them.
+fn open_keyspace(engine: &ServerEngine) -> Result<(clock::Versions, clock::Clock, u64), String> {
+    let read = |e: crate::engine::EngineError| format!("reading the engine: {e}");
+    match engine.get(keys::ENCODING).map_err(read)? {
+        Some(v) if v == keys::ENCODING_VERSION => {}
+        Some(v) => {
+            return Err(format!(
+                "the store's keys are in encoding {} and this server reads encoding {}: run the server that wrote them",
+                String::from_utf8_lossy(&v),
+                String::from_utf8_lossy(keys::ENCODING_VERSION)
+            ))
+        }
+        None => {
+            if !engine.scan(&[], None, 1).map_err(read)?.is_empty() {
+                return Err("the store holds keys written before typed keys (an older Stria's encoding) and this server cannot read them: read them out with the older server, then `stria format` the devices".into());
+            }
+            engine
+                .write_batch(
+                    &[(keys::ENCODING, Some(keys::ENCODING_VERSION))],
+                    Some(Durability::Sync),
+                )
+                .map_err(read)?;
+        }
     }
-    if !engine.scan(&[0], None, 1)?.is_empty() {
-        return Ok(true);
-    }
-    engine.write_batch(&[(keys::HASHES, Some(&b"0"[..]))], Some(Durability::Sync))?;
-    Ok(false)
+    let floor = engine
+        .get(keys::FLOOR)
+        .map_err(read)?
+        .and_then(|v| String::from_utf8(v).ok()?.parse().ok())
+        .unwrap_or(0);
+    let versions = clock::Versions::open(engine).map_err(read)?;
+    let clock = clock::Clock::open(engine).map_err(read)?;
+    Ok((versions, clock, floor))
 }
 
 /// Wakes the loops (which see the stop flag) and waits for them to end.
@@ -453,7 +481,7 @@ pub fn client_line(c: &Client) -> String {
         name,
         c.since.elapsed().as_secs(),
         conn::Conn::idle_of(c),
-        command::COMMANDS
+        table::COMMANDS
             .get(c.last_command.load(Ordering::Relaxed))
             .map_or("NULL", |s| s.name),
         c.proto.load(Ordering::Relaxed)

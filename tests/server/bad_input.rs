@@ -64,8 +64,8 @@ fn malformed_requests_are_protocol_errors_that_close_the_connection() {
     let mut c = s.raw();
     let big = vec![b'v'; 64 << 10];
     assert_eq!(
-        request_line(&mut c, &resp(&[b"SET", b"big", &big])),
-        "+OK\r\n"
+        request_line(&mut c, &resp(&[b"HSET", b"big", b"f", &big])),
+        ":1\r\n"
     );
 }
 
@@ -214,10 +214,11 @@ fn values_and_keys_over_the_memstore_limits_are_refused_with_nothing_stored() {
     let s = Server::start(dir.path(), &Map::default());
     let mut c = s.raw();
     let big = vec![b'v'; (64 << 10) + 1];
-    let long_key = vec![b'k'; 1022];
-    let max_value =
+    let long_key = vec![b'k'; 1013];
+    let max_value = "-ERR a value of 65537 bytes is over the limit of 65518 bytes (memstore.max-value less 18 bytes of metadata)\r\n";
+    let max_field_value =
         "-ERR a value of 65537 bytes is over the limit of 65536 bytes (memstore.max-value)\r\n";
-    let max_key = "-ERR key of 1022 bytes is over the limit of 1021 bytes (memstore.max-key less 3 bytes of type tag)\r\n";
+    let max_key = "-ERR key of 1013 bytes is over the limit of 1012 bytes (memstore.max-key less 12 bytes of encoding)\r\n";
     assert_eq!(
         request_line(&mut c, &resp(&[b"SET", b"v", &big])),
         max_value
@@ -242,19 +243,19 @@ fn values_and_keys_over_the_memstore_limits_are_refused_with_nothing_stored() {
             &mut c,
             &resp(&[b"HSET", b"h", b"f1", b"small", b"f2", &big])
         ),
-        max_value
+        max_field_value
     );
     // A field name that makes the engine key too long.
     let long_field = vec![b'f'; 1100];
     let r = request_line(&mut c, &resp(&[b"HSET", b"h", &long_field, b"x"]));
     assert!(
-        r.starts_with("-ERR a field of 1100 bytes in a hash key of 1 bytes")
+        r.starts_with("-ERR a field of 1100 bytes in a key of 1 bytes")
             && r.contains("memstore.max-key"),
         "{r}"
     );
     // At the limits is fine.
-    let at_key = vec![b'k'; 1021];
-    let at_value = vec![b'v'; 64 << 10];
+    let at_key = vec![b'k'; 1012];
+    let at_value = vec![b'v'; (64 << 10) - 18];
     assert_eq!(
         request_line(&mut c, &resp(&[b"SET", &at_key, &at_value])),
         "+OK\r\n"
@@ -281,16 +282,17 @@ fn a_refused_value_leaves_a_wide_hash_whole() {
         hset.push(b"x");
     }
     assert_eq!(request_line(&mut c, &resp(&hset)), ":2000\r\n");
+    let refused_string = "-ERR a value of 65537 bytes is over the limit of 65518 bytes (memstore.max-value less 18 bytes of metadata)\r\n";
     let refused =
         "-ERR a value of 65537 bytes is over the limit of 65536 bytes (memstore.max-value)\r\n";
-    // SET over the hash would delete its fields, then write the string.
+    // SET over the hash: refused, the hash left whole.
     assert_eq!(
         request_line(&mut c, &resp(&[b"SET", b"wide", &big])),
-        refused
+        refused_string
     );
     assert_eq!(
         request_line(&mut c, &resp(&[b"SET", b"wide", &big, b"XX"])),
-        refused
+        refused_string
     );
     // A new hash of many fields, one too large.
     let mut more: Vec<&[u8]> = vec![b"HSET", b"other"];

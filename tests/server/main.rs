@@ -8,15 +8,19 @@ mod harness;
 
 mod bad_input;
 mod client;
+mod expire;
 mod held;
 mod kill9;
 mod metrics;
 mod restart;
 mod revealed;
 mod tools;
+mod types;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+
+use redis::{Connection, FromRedisValue, RedisError, Value};
 
 /// Sends `bytes`, then reads what comes back until the server closes the
 /// connection (or 10 s pass): the text read and whether it was closed.
@@ -75,4 +79,35 @@ pub fn resp(args: &[&[u8]]) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     out
+}
+
+/// Runs `args` and converts the reply, failing on an error.
+pub fn q<T: FromRedisValue>(con: &mut Connection, args: &[&str]) -> T {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {}", text(&e)))
+}
+
+/// Runs `args`, which must fail; the error as the server sent it.
+pub fn e(con: &mut Connection, args: &[&str]) -> String {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    match c.query::<Value>(con) {
+        Ok(v) => panic!("{args:?} succeeded with {v:?}"),
+        Err(err) => text(&err),
+    }
+}
+
+/// `CODE detail`, as the server sent it.
+pub fn text(err: &RedisError) -> String {
+    match (err.code(), err.detail()) {
+        (Some(c), Some(d)) => format!("{c} {d}"),
+        (Some(c), None) => c.to_string(),
+        _ => err.to_string(),
+    }
 }

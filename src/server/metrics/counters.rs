@@ -246,6 +246,8 @@ pub struct ServerMetrics {
     bytes_out: AtomicU64,
     protocol_errors: AtomicU64,
     auth_failures: AtomicU64,
+    /// Keys deleted because they expired (on access or by the cycle).
+    expired_keys: AtomicU64,
     /// Replies held until the writes they depend on are acknowledged.
     replies_waiting: AtomicU64,
     replies_waiting_bytes: AtomicU64,
@@ -308,6 +310,7 @@ impl ServerMetrics {
             bytes_out: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
+            expired_keys: AtomicU64::new(0),
             replies_waiting: AtomicU64::new(0),
             replies_waiting_bytes: AtomicU64::new(0),
             dirty_keys: AtomicU64::new(0),
@@ -414,6 +417,15 @@ impl ServerMetrics {
     /// An AUTH (or HELLO AUTH) failed.
     pub fn auth_failure(&self) {
         self.auth_failures.fetch_add(1, Relaxed);
+    }
+
+    /// A key was deleted because it expired.
+    pub fn key_expired(&self) {
+        self.expired_keys.fetch_add(1, Relaxed);
+    }
+
+    pub fn expired_keys(&self) -> u64 {
+        self.expired_keys.load(Relaxed)
     }
 
     /// Connections open now.

@@ -228,6 +228,12 @@ pub(super) fn render_server(t: &mut Text, s: &ServerMetrics) {
         s.auth_failures(),
     );
     t.single(
+        "expired_keys_total",
+        "counter",
+        "Keys deleted because they expired.",
+        s.expired_keys(),
+    );
+    t.single(
         "commands_processed_total",
         "counter",
         "Commands run, all commands together.",

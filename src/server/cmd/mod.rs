@@ -1,0 +1,292 @@
+//! The data commands, one group a file, and what they share: a key's
+//! metadata as commands see it (expired keys and keys below the FLUSHALL
+//! floor are absent), the limits on keys and values, and the one write
+//! each command makes.
+//!
+//! A command reads what it needs, then writes everything it changes in
+//! one [`Conn::write`] (one WAL group, all-or-nothing after a crash) or
+//! fails before writing anything.
+
+mod expire;
+mod hashes;
+mod keyspace;
+mod strings;
+
+use std::sync::atomic::Ordering;
+
+use super::command::show;
+use super::conn::{Conn, Outcome};
+use super::keys;
+use super::meta::{Meta, Type, MAX_HEADER};
+use super::resp::Reply;
+use super::shard::CHUNK;
+use super::ServerEngine;
+
+/// A command's early exit: the reply to send.
+pub type Res<T> = Result<T, Reply>;
+
+/// Engine writes: a key, and its value or `None` for a delete.
+pub type Writes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+pub fn wrong_type() -> Reply {
+    Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+}
+
+pub fn syntax_error() -> Reply {
+    Reply::err("syntax error")
+}
+
+pub fn not_integer() -> Reply {
+    Reply::err("value is not an integer or out of range")
+}
+
+pub fn not_float() -> Reply {
+    Reply::err("value is not a valid float")
+}
+
+/// An integer argument as Redis reads one.
+pub fn integer(arg: &[u8]) -> Option<i64> {
+    if arg.is_empty() || arg.len() > 20 || arg[0] == b'+' {
+        return None;
+    }
+    if arg.len() > 1 && (arg[0] == b'0' || (arg[0] == b'-' && arg[1] == b'0')) {
+        return None;
+    }
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// A float argument as Redis reads one (`inf` and `-inf` too, never NaN).
+pub fn float(arg: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(arg).ok()?;
+    if s.is_empty() || s.starts_with(char::is_whitespace) || s.ends_with(char::is_whitespace) {
+        return None;
+    }
+    let f: f64 = match s.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        l if l.contains("inf") || l.contains("nan") => return None,
+        _ => s.parse().ok()?,
+    };
+    (!f.is_nan()).then_some(f)
+}
+
+/// A float as Redis prints one: the shortest form that reads back the
+/// same, `inf` and `-inf` for the infinities.
+pub fn format_float(f: f64) -> String {
+    if f.is_infinite() {
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if f == f.trunc() && f.abs() < 1e17 {
+        return format!("{}", f as i64);
+    }
+    let s = format!("{f}");
+    if s.len() > 24 {
+        format!("{f:e}")
+    } else {
+        s
+    }
+}
+
+fn corrupt(key: &[u8]) -> Reply {
+    Reply::err(format!(
+        "the metadata of key '{}' is not in a form this server writes",
+        show(key)
+    ))
+}
+
+impl<'a> Conn<'a> {
+    fn engine(&self) -> &'a ServerEngine {
+        &self.shared.engine
+    }
+
+    /// Refuses a key whose metadata key would pass `memstore.max-key`
+    /// (with room for the sub-keys of its elements).
+    fn check_key(&self, key: &[u8]) -> Res<()> {
+        let max = self.shared.opts.max_key.saturating_sub(keys::SUB_OVERHEAD);
+        if keys::escaped_len(key) > max {
+            return Err(Reply::err(format!(
+                "key of {} bytes is over the limit of {max} bytes (memstore.max-key less {} bytes of encoding)",
+                key.len(),
+                keys::SUB_OVERHEAD
+            )));
+        }
+        if key.is_empty() {
+            return Err(Reply::err("Stria does not store the empty key"));
+        }
+        Ok(())
+    }
+
+    /// Refuses an element (`what`: a hash's field) whose sub-key would
+    /// pass `memstore.max-key`.
+    fn check_element(&self, key: &[u8], elem: &[u8], what: &str) -> Res<()> {
+        let max = self.shared.opts.max_key.saturating_sub(keys::SUB_OVERHEAD);
+        if keys::escaped_len(key) + elem.len() > max {
+            return Err(Reply::err(format!(
+                "a {what} of {} bytes in a key of {} bytes is over the limit of {max} bytes for both together (memstore.max-key less {} bytes of encoding)",
+                elem.len(),
+                key.len(),
+                keys::SUB_OVERHEAD
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses an element's value over `memstore.max-value`.
+    fn check_value(&self, len: usize) -> Res<()> {
+        let max = self.shared.opts.max_value;
+        if len > max {
+            return Err(Reply::err(format!(
+                "a value of {len} bytes is over the limit of {max} bytes (memstore.max-value)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a string over `memstore.max-value` less its metadata.
+    fn check_string(&self, len: usize) -> Res<()> {
+        let max = self.shared.opts.max_value.saturating_sub(MAX_HEADER);
+        if len > max {
+            return Err(Reply::err(format!(
+                "a value of {len} bytes is over the limit of {max} bytes (memstore.max-value less {MAX_HEADER} bytes of metadata)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Engine key `engine_key` as the shard sees it (its dirty writes
+    /// first); the reply will wait for what it depends on.
+    fn get_raw(&mut self, engine_key: &[u8]) -> Res<Option<Vec<u8>>> {
+        self.shard
+            .get(engine_key, &mut self.deps)
+            .map_err(Reply::err)
+    }
+
+    /// Whether metadata `m` is alive now; when it has expired, its key is
+    /// deleted (the reply waits for the delete, so no crash brings back
+    /// a key a client was told is gone).
+    fn alive(&mut self, key: &[u8], m: &Meta) -> Res<bool> {
+        if m.version < self.shared.floor.load(Ordering::SeqCst) {
+            // Dead by a FLUSHALL: the reply depends on it.
+            self.get_raw(keys::FLOOR)?;
+            return Ok(false);
+        }
+        if m.expired(self.now) {
+            self.write(vec![(keys::meta(key), None)]);
+            self.shared.metrics.key_expired();
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// `key`'s metadata, `None` when the key does not exist.
+    fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        let Some(raw) = self.get_raw(&keys::meta(key))? else {
+            return Ok(None);
+        };
+        let m = Meta::decode(raw).ok_or_else(|| corrupt(key))?;
+        Ok(if self.alive(key, &m)? { Some(m) } else { None })
+    }
+
+    /// `key`'s metadata if it is of type `want`; WRONGTYPE if of another.
+    fn typed(&mut self, key: &[u8], want: Type) -> Res<Option<Meta>> {
+        match self.lookup(key)? {
+            Some(m) if m.kind != want => Err(wrong_type()),
+            m => Ok(m),
+        }
+    }
+
+    /// A version no key has had.
+    fn new_version(&self) -> Res<u64> {
+        self.shared.versions.next(self.engine()).map_err(Reply::err)
+    }
+
+    /// The writes that make `m` `key`'s metadata; `old` is its metadata
+    /// before, if the command read it (the expiry index gets an entry
+    /// when the expiry changes; an entry left stale is dropped when due).
+    fn put(&self, key: &[u8], m: &Meta, old: Option<&Meta>, writes: &mut Writes) {
+        if let Some(at) = m.expire_at {
+            if old.and_then(|o| o.expire_at) != Some(at) {
+                writes.push((keys::expiry(at, key), Some(Vec::new())));
+            }
+        }
+        writes.push((keys::meta(key), Some(m.encode())));
+    }
+
+    /// Applies one command's writes on the shard at once; they go to the
+    /// WAL with the turn's, and the reply waits for them at the
+    /// connection's level.
+    fn write(&mut self, writes: Writes) {
+        self.shard.write(self.durability, writes, &mut self.deps);
+    }
+
+    /// Engine keys and values from `from` to `to`, up to `limit`, as the
+    /// shard sees them.
+    fn scan_raw(
+        &mut self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.shard
+            .scan(from, to, limit, &mut self.deps)
+            .map_err(Reply::err)
+    }
+
+    /// The elements of `key` at `version` with `tag` (without the prefix
+    /// of their sub-keys) and their values, up to `limit`.
+    fn elements(
+        &mut self,
+        key: &[u8],
+        version: u64,
+        tag: u8,
+        limit: usize,
+    ) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        let start = keys::sub(key, version, tag, 0);
+        let end = keys::sub_end(key, version, tag);
+        let mut out = Vec::new();
+        let mut from = start.clone();
+        while out.len() < limit {
+            let want = (limit - out.len()).min(CHUNK);
+            let batch = self.scan_raw(&from, Some(&end), want)?;
+            let Some((last, _)) = batch.last() else { break };
+            from = last.clone();
+            from.push(0);
+            let n = batch.len();
+            for (k, v) in batch {
+                out.push((k[start.len()..].to_vec(), v));
+            }
+            if n < want {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs a data command; its arity is checked, its keys are not.
+    pub fn data(&mut self, name: &'static str, args: Vec<Vec<u8>>) -> Outcome {
+        let spec = super::table::lookup(name.as_bytes()).expect("a known command");
+        let (first, last, step) = spec.keys;
+        if first > 0 {
+            let last = if last < 0 {
+                args.len() as i32 + last
+            } else {
+                last
+            };
+            let mut i = first;
+            while i <= last && (i as usize) < args.len() {
+                if let Err(r) = self.check_key(&args[i as usize]) {
+                    return Outcome::Reply(r);
+                }
+                i += step.max(1);
+            }
+        }
+        self.now = self.shared.clock.now();
+        let r = self
+            .strings(name, &args)
+            .or_else(|| self.hashes(name, &args))
+            .or_else(|| self.keyspace(name, &args))
+            .or_else(|| self.expire(name, &args))
+            .unwrap_or_else(|| Err(Reply::err(format!("command '{name}' has no handler"))));
+        Outcome::Reply(r.unwrap_or_else(|e| e))
+    }
+}

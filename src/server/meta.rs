@@ -1,0 +1,216 @@
+//! A Redis key's metadata: the value of its metadata key
+//! ([`super::keys::meta`]).
+//!
+//! ```text
+//! type:1 flags:1 version:8 [expire-at:8] body
+//! ```
+//!
+//! Little-endian integers. `flags` bit 0: an expiry (milliseconds since
+//! the epoch) follows the version. The body: a string's value; a hash's
+//! field count (8 bytes).
+
+/// A Redis key's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Type {
+    String,
+    Hash,
+}
+
+impl Type {
+    /// As TYPE names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Type::String => "string",
+            Type::Hash => "hash",
+        }
+    }
+
+    /// The type TYPE and SCAN ... TYPE call `name`.
+    pub fn named(name: &[u8]) -> Option<Type> {
+        match name.to_ascii_lowercase().as_slice() {
+            b"string" => Some(Type::String),
+            b"hash" => Some(Type::Hash),
+            _ => None,
+        }
+    }
+
+    fn tag(self) -> u8 {
+        match self {
+            Type::String => b's',
+            Type::Hash => b'h',
+        }
+    }
+
+    fn of_tag(t: u8) -> Option<Type> {
+        match t {
+            b's' => Some(Type::String),
+            b'h' => Some(Type::Hash),
+            _ => None,
+        }
+    }
+}
+
+/// What a key's metadata holds besides its type, version and expiry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// A string's value.
+    Value(Vec<u8>),
+    /// How many elements a collection has.
+    Count(u64),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Type,
+    /// Unique to this incarnation of the key: its sub-keys carry it.
+    pub version: u64,
+    /// When the key expires, in milliseconds since the epoch.
+    pub expire_at: Option<u64>,
+    pub body: Body,
+}
+
+const HAS_EXPIRY: u8 = 1;
+
+fn header(kind: Type, version: u64, expire_at: Option<u64>, body: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAX_HEADER + body);
+    out.push(kind.tag());
+    out.push(if expire_at.is_some() { HAS_EXPIRY } else { 0 });
+    out.extend_from_slice(&version.to_le_bytes());
+    if let Some(at) = expire_at {
+        out.extend_from_slice(&at.to_le_bytes());
+    }
+    out
+}
+
+/// The metadata of a string, its value copied once.
+pub fn encode_string(version: u64, expire_at: Option<u64>, value: &[u8]) -> Vec<u8> {
+    let mut out = header(Type::String, version, expire_at, value.len());
+    out.extend_from_slice(value);
+    out
+}
+
+/// The most bytes the metadata of a string adds to its value.
+pub const MAX_HEADER: usize = 18;
+
+impl Meta {
+    pub fn string(version: u64, value: Vec<u8>, expire_at: Option<u64>) -> Meta {
+        Meta {
+            kind: Type::String,
+            version,
+            expire_at,
+            body: Body::Value(value),
+        }
+    }
+
+    pub fn hash(version: u64) -> Meta {
+        Meta {
+            kind: Type::Hash,
+            version,
+            expire_at: None,
+            body: Body::Count(0),
+        }
+    }
+
+    /// A string's value.
+    pub fn value(&self) -> Option<&[u8]> {
+        match &self.body {
+            Body::Value(v) => Some(v),
+            Body::Count(_) => None,
+        }
+    }
+
+    /// A collection's element count (a string's: 1).
+    pub fn count(&self) -> u64 {
+        match self.body {
+            Body::Count(n) => n,
+            Body::Value(_) => 1,
+        }
+    }
+
+    pub fn set_count(&mut self, n: u64) {
+        self.body = Body::Count(n);
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        match &self.body {
+            Body::Value(v) => encode_string(self.version, self.expire_at, v),
+            Body::Count(n) => {
+                let mut out = header(self.kind, self.version, self.expire_at, 8);
+                out.extend_from_slice(&n.to_le_bytes());
+                out
+            }
+        }
+    }
+
+    /// Decodes metadata, taking a string's value out of `raw` without a
+    /// copy; `None` if `raw` is not metadata this encoding writes.
+    pub fn decode(mut raw: Vec<u8>) -> Option<Meta> {
+        let kind = Type::of_tag(*raw.first()?)?;
+        let flags = *raw.get(1)?;
+        if flags & !HAS_EXPIRY != 0 {
+            return None;
+        }
+        let word = |at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(raw.get(at..at + 8)?.try_into().ok()?))
+        };
+        let version = word(2)?;
+        let (expire_at, head) = if flags & HAS_EXPIRY != 0 {
+            (Some(word(10)?), 18)
+        } else {
+            (None, 10)
+        };
+        let body = match kind {
+            Type::String => {
+                raw.drain(..head);
+                Body::Value(raw)
+            }
+            Type::Hash => {
+                if raw.len() != head + 8 {
+                    return None;
+                }
+                Body::Count(word(head)?)
+            }
+        };
+        Some(Meta {
+            kind,
+            version,
+            expire_at,
+            body,
+        })
+    }
+
+    /// Whether the key has expired at `now` (milliseconds).
+    pub fn expired(&self, now: u64) -> bool {
+        self.expire_at.is_some_and(|at| at <= now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_and_refuses_what_it_never_writes() {
+        let all = [
+            Meta::string(1, b"v".to_vec(), None),
+            Meta::string(u64::MAX, Vec::new(), Some(1_700_000_000_000)),
+            Meta {
+                expire_at: Some(5),
+                body: Body::Count(3),
+                ..Meta::hash(9)
+            },
+            Meta::hash(0),
+        ];
+        for m in all {
+            let raw = m.encode();
+            assert!(raw.len() <= MAX_HEADER + m.value().map_or(8, <[u8]>::len));
+            assert_eq!(Meta::decode(raw), Some(m));
+        }
+        assert_eq!(Meta::decode(vec![]), None);
+        assert_eq!(Meta::decode(b"x\0aaaaaaaa".to_vec()), None);
+        assert_eq!(Meta::decode(b"s\x02aaaaaaaa".to_vec()), None);
+        assert_eq!(Meta::decode(b"s\0aaaa".to_vec()), None);
+        assert_eq!(Meta::decode(b"h\0aaaaaaaa".to_vec()), None);
+        assert_eq!(Meta::decode(b"s\x01aaaaaaaa".to_vec()), None);
+    }
+}

@@ -1,0 +1,141 @@
+//! The command table: every command the server knows, with its arity,
+//! flags, key positions and group, as COMMAND tells clients. Dispatch
+//! checks arity and key limits from it.
+
+/// What a command is, as COMMAND INFO tells clients.
+pub struct Spec {
+    pub name: &'static str,
+    /// Redis's convention: N exactly N arguments (the name included), -N at least N.
+    pub arity: i32,
+    pub flags: &'static [&'static str],
+    /// First key, last key (-1: the last argument), step.
+    pub keys: (i32, i32, i32),
+    pub group: &'static str,
+    pub summary: &'static str,
+}
+
+const W: &[&str] = &["write"];
+const WD: &[&str] = &["write", "denyoom"];
+const WF: &[&str] = &["write", "fast"];
+const R: &[&str] = &["readonly", "fast"];
+const RS: &[&str] = &["readonly"];
+const A: &[&str] = &["fast"];
+const ADMIN: &[&str] = &["admin"];
+const LOADING: &[&str] = &["loading", "stale"];
+
+const NO: (i32, i32, i32) = (0, 0, 0);
+const K1: (i32, i32, i32) = (1, 1, 1);
+const KALL: (i32, i32, i32) = (1, -1, 1);
+const K2: (i32, i32, i32) = (1, 2, 1);
+const KPAIRS: (i32, i32, i32) = (1, -1, 2);
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: &'static [&'static str],
+    keys: (i32, i32, i32),
+    group: &'static str,
+    summary: &'static str,
+) -> Spec {
+    Spec {
+        name,
+        arity,
+        flags,
+        keys,
+        group,
+        summary,
+    }
+}
+
+/// Every command the server knows, by name.
+#[rustfmt::skip]
+pub static COMMANDS: &[Spec] = &[
+    spec("ping", -1, A, NO, "connection", "Returns PONG, or the argument."),
+    spec("echo", 2, A, NO, "connection", "Returns the argument."),
+    spec("hello", -1, A, NO, "connection", "Handshake: protocol version, AUTH, SETNAME."),
+    spec("auth", -2, A, NO, "connection", "Authenticates the connection."),
+    spec("select", 2, A, NO, "connection", "Selects database 0, the only one."),
+    spec("quit", -1, A, NO, "connection", "Closes the connection."),
+    spec("client", -2, A, NO, "connection", "SETNAME, GETNAME, ID, LIST, INFO, SETINFO."),
+    spec("stria.durability", -1, A, NO, "connection", "Sets this connection's durability: none, async, write or sync."),
+    // Strings.
+    spec("get", 2, R, K1, "string", "Returns a string value."),
+    spec("set", -3, WD, K1, "string", "Sets a string value (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL)."),
+    spec("setnx", 3, WD, K1, "string", "Sets a string value if the key does not exist."),
+    spec("setex", 4, WD, K1, "string", "Sets a string value that expires in seconds."),
+    spec("psetex", 4, WD, K1, "string", "Sets a string value that expires in milliseconds."),
+    spec("getset", 3, WD, K1, "string", "Sets a string value and returns the old one."),
+    spec("getex", -2, WF, K1, "string", "Returns a string value and sets or removes its expiry."),
+    spec("getdel", 2, WF, K1, "string", "Returns a string value and deletes the key."),
+    spec("mget", -2, R, KALL, "string", "Returns several string values."),
+    spec("mset", -3, WD, KPAIRS, "string", "Sets several string values."),
+    spec("msetnx", -3, WD, KPAIRS, "string", "Sets several string values if none of the keys exists."),
+    spec("incr", 2, WD, K1, "string", "Adds 1 to an integer value."),
+    spec("incrby", 3, WD, K1, "string", "Adds to an integer value."),
+    spec("decr", 2, WD, K1, "string", "Subtracts 1 from an integer value."),
+    spec("decrby", 3, WD, K1, "string", "Subtracts from an integer value."),
+    spec("incrbyfloat", 3, WD, K1, "string", "Adds to a floating-point value."),
+    spec("append", 3, WD, K1, "string", "Appends to a string value."),
+    spec("strlen", 2, R, K1, "string", "The length of a string value."),
+    spec("getrange", 4, RS, K1, "string", "A substring of a string value."),
+    spec("substr", 4, RS, K1, "string", "A substring of a string value (GETRANGE)."),
+    spec("setrange", 4, WD, K1, "string", "Overwrites part of a string value."),
+    // Hashes.
+    spec("hset", -4, WD, K1, "hash", "Sets fields of a hash."),
+    spec("hmset", -4, WD, K1, "hash", "Sets fields of a hash (replies OK)."),
+    spec("hsetnx", 4, WD, K1, "hash", "Sets a field of a hash if it does not exist."),
+    spec("hget", 3, R, K1, "hash", "Returns a field of a hash."),
+    spec("hmget", -3, R, K1, "hash", "Returns fields of a hash."),
+    spec("hdel", -3, WF, K1, "hash", "Deletes fields of a hash."),
+    spec("hgetall", 2, RS, K1, "hash", "Returns every field and value of a hash."),
+    spec("hkeys", 2, RS, K1, "hash", "Returns every field of a hash."),
+    spec("hvals", 2, RS, K1, "hash", "Returns every value of a hash."),
+    spec("hexists", 3, R, K1, "hash", "Whether a hash has a field."),
+    spec("hlen", 2, R, K1, "hash", "Counts the fields of a hash."),
+    spec("hstrlen", 3, R, K1, "hash", "The length of a field's value."),
+    spec("hincrby", 4, WD, K1, "hash", "Adds to an integer field."),
+    spec("hincrbyfloat", 4, WD, K1, "hash", "Adds to a floating-point field."),
+    // The keyspace.
+    spec("del", -2, W, KALL, "generic", "Deletes keys of any type, each in one write."),
+    spec("unlink", -2, WF, KALL, "generic", "Deletes keys (as DEL)."),
+    spec("exists", -2, R, KALL, "generic", "Counts the keys that exist."),
+    spec("touch", -2, R, KALL, "generic", "Counts the keys that exist."),
+    spec("type", 2, R, K1, "generic", "The type of a key."),
+    spec("rename", 3, W, K2, "generic", "Renames a key."),
+    spec("renamenx", 3, WF, K2, "generic", "Renames a key if the new name is free."),
+    spec("scan", -2, RS, NO, "generic", "Iterates over the keys (MATCH, COUNT, TYPE)."),
+    spec("keys", 2, RS, NO, "generic", "The keys that match a pattern."),
+    spec("randomkey", 1, RS, NO, "generic", "A key from a random place in the key space."),
+    spec("dbsize", 1, RS, NO, "server", "Counts the keys (reads them all)."),
+    spec("flushall", -1, W, NO, "server", "Deletes every key, in one write."),
+    spec("flushdb", -1, W, NO, "server", "Deletes every key, in one write (as FLUSHALL)."),
+    // Expiry.
+    spec("expire", -3, WF, K1, "generic", "Sets a key's expiry in seconds (NX, XX, GT, LT)."),
+    spec("pexpire", -3, WF, K1, "generic", "Sets a key's expiry in milliseconds (NX, XX, GT, LT)."),
+    spec("expireat", -3, WF, K1, "generic", "Sets a key's expiry to a Unix time in seconds."),
+    spec("pexpireat", -3, WF, K1, "generic", "Sets a key's expiry to a Unix time in milliseconds."),
+    spec("ttl", 2, R, K1, "generic", "A key's time to live in seconds."),
+    spec("pttl", 2, R, K1, "generic", "A key's time to live in milliseconds."),
+    spec("expiretime", 2, R, K1, "generic", "A key's expiry as a Unix time in seconds."),
+    spec("pexpiretime", 2, R, K1, "generic", "A key's expiry as a Unix time in milliseconds."),
+    spec("persist", 2, WF, K1, "generic", "Removes a key's expiry."),
+    // The server.
+    spec("info", -1, LOADING, NO, "server", "What the appliance is doing."),
+    spec("config", -2, ADMIN, NO, "server", "CONFIG GET of the settings clients ask about."),
+    spec("command", -1, LOADING, NO, "server", "COUNT, DOCS, INFO, LIST."),
+    spec("time", 1, A, NO, "server", "The server's time: seconds and microseconds."),
+    spec("function", -2, ADMIN, NO, "scripting", "FUNCTION FLUSH (there are no functions yet)."),
+    spec("waitaof", 4, &[], NO, "generic", "Waits until this connection's writes are durable (sync)."),
+    spec("shutdown", -1, ADMIN, NO, "server", "Stops the server cleanly."),
+];
+
+pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+    position(name).map(|i| &COMMANDS[i])
+}
+
+/// Where command `name` (any case) is in [`COMMANDS`].
+pub fn position(name: &[u8]) -> Option<usize> {
+    COMMANDS
+        .iter()
+        .position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+}

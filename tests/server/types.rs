@@ -1,0 +1,216 @@
+//! Typed keys through a client: the string and hash commands beyond GET,
+//! SET and HSET, and the keyspace (RENAME, KEYS, RANDOMKEY, FLUSHALL),
+//! with Redis's replies and errors.
+
+use crate::harness::{tempdir, Map, Server};
+use crate::{e, q};
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+#[test]
+fn string_commands_as_redis_answers_them() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(q::<i64>(&mut c, &["SETNX", "k", "a"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["SETNX", "k", "b"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GETSET", "k", "hello"]), "a");
+    assert_eq!(q::<Option<String>>(&mut c, &["GETSET", "new", "x"]), None);
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "k", " world"]), 11);
+    assert_eq!(q::<i64>(&mut c, &["APPEND", "fresh", "abc"]), 3);
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "k"]), 11);
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "nope"]), 0);
+    for (start, end, want) in [
+        ("0", "4", "hello"),
+        ("-5", "-1", "world"),
+        ("6", "100", "world"),
+        ("5", "3", ""),
+        ("-1", "-5", ""),
+        ("-100", "1", "he"),
+    ] {
+        assert_eq!(q::<String>(&mut c, &["GETRANGE", "k", start, end]), want);
+    }
+    assert_eq!(q::<String>(&mut c, &["SUBSTR", "k", "0", "0"]), "h");
+    assert_eq!(q::<String>(&mut c, &["GETRANGE", "nope", "0", "-1"]), "");
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "k", "6", "there"]), 11);
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "hello there");
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "pad", "3", "x"]), 4);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "pad"]), b"\0\0\0x");
+    assert_eq!(q::<i64>(&mut c, &["SETRANGE", "none", "5", ""]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "none"]), 0);
+    assert_eq!(
+        e(&mut c, &["SETRANGE", "k", "-1", "x"]),
+        "ERR offset is out of range"
+    );
+    assert_eq!(
+        e(&mut c, &["SETRANGE", "k", "536870911", "xx"]),
+        "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+    );
+    // Floats.
+    assert_eq!(q::<String>(&mut c, &["INCRBYFLOAT", "f", "10.5"]), "10.5");
+    assert_eq!(q::<String>(&mut c, &["INCRBYFLOAT", "f", "0.1"]), "10.6");
+    assert_eq!(q::<String>(&mut c, &["INCRBYFLOAT", "f", "-10.6"]), "0");
+    assert_eq!(q::<String>(&mut c, &["INCRBYFLOAT", "f", "5.0e3"]), "5000");
+    assert_eq!(
+        e(&mut c, &["INCRBYFLOAT", "f", "abc"]),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(
+        e(&mut c, &["INCRBYFLOAT", "k", "1"]),
+        "ERR value is not a valid float"
+    );
+    assert_eq!(
+        e(&mut c, &["INCRBYFLOAT", "f", "+inf"]),
+        "ERR increment would produce NaN or Infinity"
+    );
+    // Integers as Redis reads them.
+    q::<()>(&mut c, &["SET", "n", "007"]);
+    assert_eq!(
+        e(&mut c, &["INCR", "n"]),
+        "ERR value is not an integer or out of range"
+    );
+    q::<()>(&mut c, &["SET", "n", "9223372036854775807"]);
+    assert_eq!(
+        e(&mut c, &["INCR", "n"]),
+        "ERR increment or decrement would overflow"
+    );
+    // MSETNX: all or none.
+    assert_eq!(q::<i64>(&mut c, &["MSETNX", "x1", "1", "x2", "2"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["MSETNX", "x2", "9", "x3", "3"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "x3"]), 0);
+    // Every string command refuses a hash.
+    q::<()>(&mut c, &["HSET", "h", "f", "v"]);
+    for args in [
+        &["GET", "h"][..],
+        &["INCR", "h"],
+        &["APPEND", "h", "x"],
+        &["STRLEN", "h"],
+        &["GETRANGE", "h", "0", "1"],
+        &["SETRANGE", "h", "0", "x"],
+        &["INCRBYFLOAT", "h", "1"],
+        &["GETSET", "h", "x"],
+        &["GETDEL", "h"],
+        &["SET", "h", "x", "GET"],
+    ] {
+        assert_eq!(e(&mut c, args), WRONGTYPE, "{args:?}");
+    }
+    assert_eq!(
+        q::<Vec<Option<String>>>(&mut c, &["MGET", "h", "x1"]),
+        [None, Some("1".into())]
+    );
+    // A SET over a hash replaces it whole.
+    q::<()>(&mut c, &["SET", "h", "s"]);
+    assert_eq!(q::<String>(&mut c, &["TYPE", "h"]), "string");
+    q::<()>(&mut c, &["DEL", "h"]);
+    q::<()>(&mut c, &["HSET", "h", "g", "1"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HKEYS", "h"]), ["g"]);
+}
+
+#[test]
+fn hash_commands_keep_their_count() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(
+        q::<i64>(&mut c, &["HSET", "h", "a", "1", "b", "2", "a", "3"]),
+        2
+    );
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "h"]), 2);
+    assert_eq!(q::<String>(&mut c, &["HGET", "h", "a"]), "3");
+    assert_eq!(q::<i64>(&mut c, &["HSETNX", "h", "a", "x"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["HSETNX", "h", "c", "x"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["HSETNX", "new", "c", "x"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "h"]), 3);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HKEYS", "h"]), ["a", "b", "c"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HVALS", "h"]), ["3", "2", "x"]);
+    assert_eq!(q::<i64>(&mut c, &["HSTRLEN", "h", "c"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["HSTRLEN", "h", "zz"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["HINCRBY", "h", "n", "5"]), 5);
+    assert_eq!(q::<i64>(&mut c, &["HINCRBY", "h", "n", "-7"]), -2);
+    assert_eq!(
+        q::<String>(&mut c, &["HINCRBYFLOAT", "h", "fl", "1.5"]),
+        "1.5"
+    );
+    assert_eq!(
+        e(&mut c, &["HINCRBY", "h", "c", "1"]),
+        "ERR hash value is not an integer"
+    );
+    assert_eq!(
+        e(&mut c, &["HINCRBYFLOAT", "h", "c", "1"]),
+        "ERR hash value is not a float"
+    );
+    assert_eq!(
+        e(&mut c, &["HINCRBY", "h", "n", "x"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "h"]), 5);
+    assert_eq!(q::<i64>(&mut c, &["HDEL", "h", "a", "a", "zz"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "h"]), 4);
+    assert_eq!(q::<i64>(&mut c, &["HDEL", "h", "b", "c", "n", "fl"]), 4);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "h"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "h"]), 0);
+    q::<()>(&mut c, &["SET", "s", "v"]);
+    for args in [
+        &["HSET", "s", "f", "v"][..],
+        &["HGET", "s", "f"],
+        &["HLEN", "s"],
+        &["HKEYS", "s"],
+        &["HINCRBY", "s", "f", "1"],
+        &["HSETNX", "s", "f", "v"],
+    ] {
+        assert_eq!(e(&mut c, args), WRONGTYPE, "{args:?}");
+    }
+}
+
+#[test]
+fn rename_keys_randomkey_and_flushall() {
+    let dir = tempdir();
+    let map = Map::default();
+    let s = Server::start(dir.path(), &map);
+    let mut c = s.client();
+    q::<()>(&mut c, &["SET", "s", "v", "EX", "1000"]);
+    q::<()>(&mut c, &["HSET", "h", "a", "1", "b", "2"]);
+    q::<()>(&mut c, &["RENAME", "s", "s2"]);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "s"]), 0);
+    assert_eq!(q::<String>(&mut c, &["GET", "s2"]), "v");
+    assert!(q::<i64>(&mut c, &["TTL", "s2"]) > 900);
+    q::<()>(&mut c, &["RENAME", "h", "s2"]);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "s2"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["TTL", "s2"]), -1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "h"]), 0);
+    assert_eq!(e(&mut c, &["RENAME", "nope", "x"]), "ERR no such key");
+    q::<()>(&mut c, &["SET", "t", "1"]);
+    assert_eq!(q::<i64>(&mut c, &["RENAMENX", "t", "s2"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["RENAMENX", "t", "u"]), 1);
+
+    for k in ["user:1", "user:2", "user:10", "usex", "other"] {
+        q::<()>(&mut c, &["SET", k, "v"]);
+    }
+    let mut got: Vec<String> = q(&mut c, &["KEYS", "user:*"]);
+    got.sort();
+    assert_eq!(got, ["user:1", "user:10", "user:2"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "user:?"]).len(), 2);
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "*x"]), ["usex"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 7);
+    assert_eq!(q::<i64>(&mut c, &["TOUCH", "u", "nope", "u"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["UNLINK", "u", "nope"]), 1);
+    let all: Vec<String> = q(&mut c, &["KEYS", "*"]);
+    for _ in 0..20 {
+        let k: String = q(&mut c, &["RANDOMKEY"]);
+        assert!(all.contains(&k), "{k}");
+    }
+    assert_eq!(e(&mut c, &["FLUSHALL", "SOON"]), "ERR syntax error");
+    q::<()>(&mut c, &["FLUSHALL"]);
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);
+    assert_eq!(q::<Option<String>>(&mut c, &["RANDOMKEY"]), None);
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "other"]), None);
+    q::<()>(&mut c, &["HSET", "s2", "c", "3"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["HKEYS", "s2"]), ["c"]);
+    q::<()>(&mut c, &["FLUSHDB", "ASYNC"]);
+    q::<()>(&mut c, &["SET", "after", "v"]);
+    s.kill9();
+    // What FLUSHALL deleted stays deleted after a crash.
+    let s = Server::start(dir.path(), &map);
+    let mut c = s.client();
+    assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "*"]), ["after"]);
+}
