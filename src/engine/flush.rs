@@ -130,6 +130,8 @@ pub(super) struct FlushCounters {
     pub flush_ns: AtomicU64,
     pub compactions: AtomicU64,
     pub compaction_bytes: AtomicU64,
+    /// Entries compactions dropped because the filter said so.
+    pub compaction_filtered: AtomicU64,
     /// Flushes running now, per data device.
     pub running: Vec<AtomicU64>,
     /// Bytes written per data device.
@@ -527,10 +529,22 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .iter()
             .map(|t| Source::Table(t.table.iter_owned(t.source(), Vec::new(), None), t.clone()))
             .collect();
+        let mut filter = self
+            .filter
+            .lock()
+            .expect("filter lock")
+            .clone()
+            .map(|f| f());
+        let mut filtered = 0u64;
         let written = self.write_file(queues, dev, offset, bound, |builder, w| {
             let mut merge = Merge::new(sources)?;
             while let Some(e) = merge.next()? {
+                let keep = filter.as_mut().is_none_or(|f| f.keep(&e));
                 if e.kind == EntryKind::Delete {
+                    continue;
+                }
+                if !keep {
+                    filtered += 1;
                     continue;
                 }
                 builder
@@ -582,6 +596,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         }
         let c = &self.counters.flush;
         c.compactions.fetch_add(1, Ordering::Relaxed);
+        c.compaction_filtered.fetch_add(filtered, Ordering::Relaxed);
         c.compaction_bytes
             .fetch_add(meta.file_bytes, Ordering::Relaxed);
         Ok(())

@@ -56,6 +56,7 @@
 //! queued again for a pass.
 
 mod error;
+mod filter;
 mod flush;
 mod open;
 mod read;
@@ -70,6 +71,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 pub use error::{EngineError, Result};
+pub use filter::{CompactionFilter, FilterFactory};
 pub use open::{EngineDevices, OpenReport};
 pub use stats::{EngineStats, FlushReactorStats};
 pub use write::Pending;
@@ -198,6 +200,7 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     /// The first error a flush or the WAL hit; writes are refused after it.
     failed: Mutex<Option<String>>,
     counters: Counters,
+    filter: Mutex<Option<FilterFactory>>,
 }
 
 impl<D: Device<Queue: Send> + Clone> Inner<D> {
@@ -225,6 +228,12 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
 }
 
 impl<D: Device<Queue: Send> + Clone> Engine<D> {
+    /// Installs the filter every compaction from now on runs its entries
+    /// through.
+    pub fn set_compaction_filter(&self, f: FilterFactory) {
+        *self.inner.filter.lock().expect("filter lock") = Some(f);
+    }
+
     /// The regions' boundaries.
     pub fn regions(&self) -> &Regions {
         &self.inner.regions

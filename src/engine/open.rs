@@ -260,6 +260,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             started: Instant::now(),
             relieved_at: AtomicU64::new(0),
             failed: Mutex::new(None),
+            filter: Mutex::new(None),
             counters: Counters::new(data_devices, opts.flush_reactors.len()),
             wal,
             wal_devices: devices.wal.clone(),

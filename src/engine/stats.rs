@@ -55,6 +55,8 @@ pub struct EngineStats {
     pub flush_time: Duration,
     pub compactions: u64,
     pub compaction_bytes: u64,
+    /// Entries compactions dropped because the compaction filter said so.
+    pub compaction_filtered: u64,
     pub bloom_false_positives: u64,
     /// The block cache of point lookups.
     pub block_cache: CacheStats,
@@ -172,6 +174,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             flush_time: Duration::from_nanos(load(&c.flush.flush_ns)),
             compactions: load(&c.flush.compactions),
             compaction_bytes: load(&c.flush.compaction_bytes),
+            compaction_filtered: load(&c.flush.compaction_filtered),
             bloom_false_positives: load(&c.bloom_false),
             block_cache: i.store.cache.stats(),
             memory: i.memory.stats(),

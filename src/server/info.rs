@@ -232,6 +232,7 @@ fn persistence(w: &mut Section, s: &EngineStats) {
     w.kv("last_flush_time", s.last_flush.map_or(0, unix_secs));
     w.kv("compactions", s.compactions);
     w.kv("compaction_bytes", s.compaction_bytes);
+    w.kv("compaction_filtered", s.compaction_filtered);
     w.kv("manifest_edits", s.manifest.edits);
     w.kv("manifest_checkpoints", s.manifest.checkpoints);
 }

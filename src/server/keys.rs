@@ -140,6 +140,32 @@ pub fn decode_expiry(engine_key: &[u8]) -> Option<(u64, &[u8])> {
     Some((at, &rest[8..]))
 }
 
+/// Where `esc(key) 00 01` of an engine key ends and which part of its
+/// Redis key the engine key is, without decoding the key; `None` for an
+/// engine key this encoding never writes for a key.
+pub fn split(engine_key: &[u8]) -> Option<(usize, Part<'_>)> {
+    let mut i = 0;
+    loop {
+        let at = i + engine_key[i..].iter().position(|&b| b == 0)?;
+        match *engine_key.get(at + 1)? {
+            0xff => i = at + 2,
+            1 if at > 0 => {
+                let end = at + 2;
+                let rest = &engine_key[end + 1..];
+                return match *engine_key.get(end)? {
+                    META if rest.is_empty() => Some((end, Part::Meta)),
+                    SUB if rest.len() > 8 => {
+                        let v = u64::from_be_bytes(rest[..8].try_into().expect("8 bytes"));
+                        Some((end, Part::Sub(v, &rest[8..])))
+                    }
+                    _ => None,
+                };
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// The Redis key of an engine key and which part of it the engine key
 /// is; `None` for an engine key this encoding never writes for a key.
 pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Part<'_>)> {
@@ -211,6 +237,13 @@ mod tests {
             assert_eq!(decode(own), None);
             assert!(keys.iter().all(|k| own < meta(k).as_slice()));
         }
+        for k in &sorted {
+            let (user, part) = decode(&k.0).unwrap();
+            let (end, p) = split(&k.0).unwrap();
+            assert_eq!((&k.0[..end], p), (&meta(&user)[..end], part));
+        }
+        assert_eq!(split(b"a\0\x02m"), None);
+        assert_eq!(split(b"\0\x01m"), None);
         assert_eq!(decode(b"plain"), None);
         assert_eq!(decode(b"a\0\x01mx"), None);
         assert_eq!(decode(b"a\0\x01v1234567"), None);

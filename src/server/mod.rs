@@ -13,6 +13,7 @@
 mod clock;
 mod cmd;
 mod command;
+mod compaction;
 mod conn;
 mod event;
 mod expiry;
@@ -212,6 +213,7 @@ impl Server {
         })?;
         let local_addr = listener.local_addr()?;
         let (versions, clock, floor) = open_keyspace(&engine).map_err(io::Error::other)?;
+        engine.set_compaction_filter(compaction::filter());
         let shared = Arc::new(Shared {
             engine,
             // Counted by the server's own command table: the generic list

@@ -214,3 +214,77 @@ fn rename_keys_randomkey_and_flushall() {
     let mut c = s.client();
     assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "*"]), ["after"]);
 }
+
+fn persistence(c: &mut redis::Connection, name: &str) -> u64 {
+    let info: String = q(c, &["INFO", "persistence"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Deleting or replacing a hash is one write; compaction then drops the
+/// old fields from the block files, and never a live one.
+#[test]
+fn compaction_drops_the_fields_of_deleted_and_replaced_hashes() {
+    let dir = tempdir();
+    let map = Map {
+        data_size: "128MiB",
+        ..Map::default()
+    };
+    let s = Server::start(dir.path(), &map);
+    let mut c = s.client();
+    let value = "v".repeat(200);
+    let hset = |c: &mut redis::Connection, key: &str, round: usize| {
+        let mut p = redis::pipe();
+        for chunk in 0..10 {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(key);
+            for f in 0..500 {
+                cmd.arg(format!("f{chunk}.{f}"))
+                    .arg(format!("{round}{value}"));
+            }
+            p.add_command(cmd).ignore();
+        }
+        p.query::<()>(c).unwrap();
+    };
+    // Each round replaces "h" (a SET over it, then a new hash), deletes
+    // "d", and leaves "live" alone; about 2 MiB a round in one region.
+    hset(&mut c, "live", 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut round = 0;
+    while persistence(&mut c, "compaction_filtered") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compaction dropped anything"
+        );
+        round += 1;
+        hset(&mut c, "h", round);
+        hset(&mut c, "d", round);
+        q::<()>(&mut c, &["SET", "h", "now a string"]);
+        q::<i64>(&mut c, &["DEL", "d", "h"]);
+        hset(&mut c, "h", round);
+    }
+    assert!(persistence(&mut c, "compactions") >= 1);
+    for key in ["live", "h"] {
+        assert_eq!(q::<i64>(&mut c, &["HLEN", key]), 5000, "{key}");
+        let all: std::collections::HashMap<String, String> = q(&mut c, &["HGETALL", key]);
+        assert_eq!(all.len(), 5000, "{key}");
+        let want = if key == "live" { 0 } else { round };
+        assert!(
+            all.values().all(|v| v == &format!("{want}{value}")),
+            "{key}"
+        );
+    }
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "d"]), 0);
+    // After a restart the files still hold every live field.
+    s.stop();
+    let s = Server::start(dir.path(), &map);
+    let mut c = s.client();
+    for key in ["live", "h"] {
+        let all: std::collections::HashMap<String, String> = q(&mut c, &["HGETALL", key]);
+        assert_eq!(all.len(), 5000, "{key}");
+    }
+}

@@ -458,6 +458,12 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
         "Bytes of block files written by compactions.",
         s.compaction_bytes,
     );
+    t.single(
+        "compaction_filtered_total",
+        "counter",
+        "Entries compactions dropped as dead: elements of deleted or replaced collections.",
+        s.compaction_filtered,
+    );
     t.family(
         "jobs_queued",
         "gauge",
