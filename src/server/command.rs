@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 
 use super::cmd::{integer, not_integer, syntax_error};
 use super::conn::{Conn, Outcome};
-use super::glob;
 use super::resp::Reply;
 use super::table::{lookup, position, Spec, COMMANDS};
 use crate::config::Durability;
@@ -220,50 +219,35 @@ impl<'a> Conn<'a> {
     }
 
     fn config(&mut self, args: &[Vec<u8>]) -> Reply {
-        let sub = args[0].to_ascii_lowercase();
-        if sub != b"get" {
-            return Reply::err(format!(
-                "CONFIG {} is not supported: Stria is configured by its device map ({})",
-                show(&args[0]).to_uppercase(),
-                self.shared.opts.config_file
-            ));
-        }
-        if args.len() < 2 {
-            return Reply::err("wrong number of arguments for 'config|get' command");
-        }
-        let o = &self.shared.opts;
-        let appendfsync = match o.durability {
-            Durability::Sync => "always",
-            Durability::Write | Durability::Async => "everysec",
-            Durability::None => "no",
-        };
-        let settings: Vec<(&str, String)> = vec![
-            ("save", String::new()),
-            ("appendonly", "yes".into()),
-            ("appendfsync", appendfsync.into()),
-            ("databases", "1".into()),
-            ("port", self.shared.local_addr.port().to_string()),
-            ("bind", self.shared.local_addr.ip().to_string()),
-            ("maxclients", o.max_clients.to_string()),
-            ("proto-max-bulk-len", o.limits.max_bulk.to_string()),
-            ("client-query-buffer-limit", o.limits.max_query.to_string()),
-            (
-                "protected-mode",
-                if o.password.is_some() { "no" } else { "yes" }.into(),
+        let settings = &self.shared.settings;
+        match args[0].to_ascii_lowercase().as_slice() {
+            b"get" if args.len() >= 2 => Reply::Map(
+                settings
+                    .get(&args[1..])
+                    .into_iter()
+                    .map(|(n, v)| (Reply::bulk(n), Reply::bulk(v)))
+                    .collect(),
             ),
-            ("maxmemory", "0".into()),
-            ("timeout", "0".into()),
-        ];
-        let mut out = Vec::new();
-        for (name, value) in &settings {
-            if args[1..]
-                .iter()
-                .any(|p| glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
-            {
-                out.push((Reply::bulk(*name), Reply::bulk(value.as_str())));
+            b"get" => Reply::err("wrong number of arguments for 'config|get' command"),
+            b"set" => match settings.set(&args[1..]) {
+                Ok(()) => Reply::ok(),
+                Err(e) => Reply::err(e),
+            },
+            b"resetstat" if args.len() == 1 => {
+                self.shared.hits.store(0, Ordering::Relaxed);
+                self.shared.misses.store(0, Ordering::Relaxed);
+                self.shared.metrics.reset_expired();
+                Reply::ok()
             }
+            b"rewrite" => Reply::err(format!(
+                "CONFIG REWRITE is not supported: Stria is configured by its device map ({})",
+                self.shared.opts.config_file
+            )),
+            _ => Reply::err(format!(
+                "unknown subcommand '{}'. Stria supports CONFIG GET, SET and RESETSTAT.",
+                show(&args[0])
+            )),
         }
-        Reply::Map(out)
     }
 
     fn waitaof(&mut self, args: &[Vec<u8>]) -> Reply {

@@ -155,7 +155,7 @@ impl<'a> Conn<'a> {
             client,
             proto: 2,
             authed: shared.opts.password.is_none(),
-            durability: shared.opts.durability,
+            durability: shared.settings.durability(),
             shard,
             deps: Deps::default(),
             slots: VecDeque::new(),

@@ -1,4 +1,5 @@
-//! The active expiry cycle: ten times a second, the shard's thread reads
+//! The active expiry cycle: `hz` times a second (10 by default, as in
+//! Redis; CONFIG SET changes it), the shard's thread reads
 //! the expiry index up to now and deletes the keys whose metadata still
 //! says they expire then, for at most a millisecond a cycle (Redis's
 //! active expiry, bounded the same way); a stale entry (the key's expiry
@@ -19,9 +20,6 @@ use super::Shared;
 use crate::config::Durability;
 use crate::engine::EngineError;
 
-/// How often the cycle runs.
-pub const PERIOD: Duration = Duration::from_millis(100);
-
 /// How long one cycle runs at most.
 const BUDGET: Duration = Duration::from_millis(1);
 
@@ -40,7 +38,7 @@ pub struct Expiry {
 impl Default for Expiry {
     fn default() -> Expiry {
         Expiry {
-            next: Instant::now() + PERIOD,
+            next: Instant::now() + Duration::from_millis(100),
             clock_at: None,
         }
     }
@@ -58,7 +56,7 @@ impl Expiry {
         if now < self.next {
             return;
         }
-        self.next = now + PERIOD;
+        self.next = now + Duration::from_millis(1000 / shared.settings.hz().max(1));
         if let Err(e) = self.cycle(shared, shard) {
             tracing::warn!("active expiry: {e}");
         }
@@ -68,7 +66,7 @@ impl Expiry {
         let started = Instant::now();
         let now = shared.clock.now();
         let floor = shared.floor.load(Ordering::SeqCst);
-        let level = shared.opts.durability;
+        let level = shared.settings.durability();
         let end = keys::expiry_after(now);
         let mut from = keys::EXPIRES.to_vec();
         // Nothing waits for these writes but the keys' next readers.

@@ -31,8 +31,14 @@ pub enum Part<'a> {
     Sub(u64, &'a [u8]),
 }
 
-/// The tag of a hash field's sub-key.
+/// The tags of sub-keys: a hash's field, a list's element (by its
+/// position, big-endian), a set's member, a sorted set's member (to its
+/// score) and its (score, member) order.
 pub const FIELD: u8 = b'f';
+pub const ITEM: u8 = b'l';
+pub const MEMBER: u8 = b'm';
+pub const SCORED: u8 = b'z';
+pub const BY_SCORE: u8 = b's';
 
 const META: u8 = b'm';
 const SUB: u8 = b'v';
@@ -110,6 +116,11 @@ pub fn sub_end(key: &[u8], version: u64, tag: u8) -> Vec<u8> {
     let mut k = sub(key, version, tag, 0);
     *k.last_mut().expect("a tag") = tag + 1;
     k
+}
+
+/// Where every sub-key of `key` at `version` is: from, to (exclusive).
+pub fn version_range(key: &[u8], version: u64) -> (Vec<u8>, Vec<u8>) {
+    (sub(key, version, 0, 0), sub_end(key, version, 0xfe))
 }
 
 /// The first engine key after every engine key of `key`.

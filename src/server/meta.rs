@@ -6,14 +6,18 @@
 //! ```
 //!
 //! Little-endian integers. `flags` bit 0: an expiry (milliseconds since
-//! the epoch) follows the version. The body: a string's value; a hash's
-//! field count (8 bytes).
+//! the epoch) follows the version. The body: a string's value; a hash's,
+//! set's or sorted set's element count (8 bytes); a list's head and tail
+//! positions (8 bytes each: its elements are at head..tail).
 
 /// A Redis key's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Type {
     String,
     Hash,
+    List,
+    Set,
+    ZSet,
 }
 
 impl Type {
@@ -22,6 +26,9 @@ impl Type {
         match self {
             Type::String => "string",
             Type::Hash => "hash",
+            Type::List => "list",
+            Type::Set => "set",
+            Type::ZSet => "zset",
         }
     }
 
@@ -30,6 +37,9 @@ impl Type {
         match name.to_ascii_lowercase().as_slice() {
             b"string" => Some(Type::String),
             b"hash" => Some(Type::Hash),
+            b"list" => Some(Type::List),
+            b"set" => Some(Type::Set),
+            b"zset" => Some(Type::ZSet),
             _ => None,
         }
     }
@@ -38,6 +48,9 @@ impl Type {
         match self {
             Type::String => b's',
             Type::Hash => b'h',
+            Type::List => b'l',
+            Type::Set => b't',
+            Type::ZSet => b'z',
         }
     }
 
@@ -45,6 +58,9 @@ impl Type {
         match t {
             b's' => Some(Type::String),
             b'h' => Some(Type::Hash),
+            b'l' => Some(Type::List),
+            b't' => Some(Type::Set),
+            b'z' => Some(Type::ZSet),
             _ => None,
         }
     }
@@ -55,8 +71,10 @@ impl Type {
 pub enum Body {
     /// A string's value.
     Value(Vec<u8>),
-    /// How many elements a collection has.
+    /// How many elements a hash, set or sorted set has.
     Count(u64),
+    /// Where a list's elements are: positions head..tail.
+    Ends(u64, u64),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +88,10 @@ pub struct Meta {
 }
 
 const HAS_EXPIRY: u8 = 1;
+
+/// Where a new list's head and tail start: pushes at either end have
+/// room for 2^63 elements.
+pub const LIST_MIDDLE: u64 = 1 << 63;
 
 fn header(kind: Type, version: u64, expire_at: Option<u64>, body: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(MAX_HEADER + body);
@@ -102,20 +124,28 @@ impl Meta {
         }
     }
 
-    pub fn hash(version: u64) -> Meta {
+    /// An empty collection of type `kind`.
+    pub fn collection(kind: Type, version: u64) -> Meta {
         Meta {
-            kind: Type::Hash,
+            kind,
             version,
             expire_at: None,
-            body: Body::Count(0),
+            body: match kind {
+                Type::List => Body::Ends(LIST_MIDDLE, LIST_MIDDLE),
+                _ => Body::Count(0),
+            },
         }
+    }
+
+    pub fn hash(version: u64) -> Meta {
+        Meta::collection(Type::Hash, version)
     }
 
     /// A string's value.
     pub fn value(&self) -> Option<&[u8]> {
         match &self.body {
             Body::Value(v) => Some(v),
-            Body::Count(_) => None,
+            Body::Count(_) | Body::Ends(..) => None,
         }
     }
 
@@ -123,7 +153,16 @@ impl Meta {
     pub fn count(&self) -> u64 {
         match self.body {
             Body::Count(n) => n,
+            Body::Ends(head, tail) => tail - head,
             Body::Value(_) => 1,
+        }
+    }
+
+    /// A list's head and tail positions.
+    pub fn ends(&self) -> (u64, u64) {
+        match self.body {
+            Body::Ends(h, t) => (h, t),
+            _ => (LIST_MIDDLE, LIST_MIDDLE),
         }
     }
 
@@ -137,6 +176,12 @@ impl Meta {
             Body::Count(n) => {
                 let mut out = header(self.kind, self.version, self.expire_at, 8);
                 out.extend_from_slice(&n.to_le_bytes());
+                out
+            }
+            Body::Ends(h, t) => {
+                let mut out = header(self.kind, self.version, self.expire_at, 16);
+                out.extend_from_slice(&h.to_le_bytes());
+                out.extend_from_slice(&t.to_le_bytes());
                 out
             }
         }
@@ -164,7 +209,14 @@ impl Meta {
                 raw.drain(..head);
                 Body::Value(raw)
             }
-            Type::Hash => {
+            Type::List => {
+                let (h, t) = (word(head)?, word(head + 8)?);
+                if raw.len() != head + 16 || h > t {
+                    return None;
+                }
+                Body::Ends(h, t)
+            }
+            Type::Hash | Type::Set | Type::ZSet => {
                 if raw.len() != head + 8 {
                     return None;
                 }
@@ -200,10 +252,16 @@ mod tests {
                 ..Meta::hash(9)
             },
             Meta::hash(0),
+            Meta {
+                body: Body::Ends(3, 7),
+                ..Meta::collection(Type::List, 4)
+            },
+            Meta::collection(Type::Set, 5),
+            Meta::collection(Type::ZSet, 6),
         ];
         for m in all {
             let raw = m.encode();
-            assert!(raw.len() <= MAX_HEADER + m.value().map_or(8, <[u8]>::len));
+            assert!(raw.len() <= MAX_HEADER + m.value().map_or(16, <[u8]>::len));
             assert_eq!(Meta::decode(raw), Some(m));
         }
         assert_eq!(Meta::decode(vec![]), None);
@@ -211,6 +269,9 @@ mod tests {
         assert_eq!(Meta::decode(b"s\x02aaaaaaaa".to_vec()), None);
         assert_eq!(Meta::decode(b"s\0aaaa".to_vec()), None);
         assert_eq!(Meta::decode(b"h\0aaaaaaaa".to_vec()), None);
+        let mut backwards = Meta::collection(Type::List, 1);
+        backwards.body = Body::Ends(7, 3);
+        assert_eq!(Meta::decode(backwards.encode()), None);
         assert_eq!(Meta::decode(b"s\x01aaaaaaaa".to_vec()), None);
     }
 }

@@ -24,6 +24,7 @@ mod meta;
 pub mod metrics;
 pub mod resp;
 mod run;
+mod settings;
 mod shard;
 mod table;
 
@@ -120,6 +121,7 @@ pub struct Shared {
     stop_cv: Condvar,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
+    pub settings: settings::Settings,
     pub versions: clock::Versions,
     pub clock: clock::Clock,
     /// Keys of a version below this are dead (FLUSHALL, [`keys::FLOOR`]).
@@ -232,6 +234,11 @@ impl Server {
             stop_cv: Condvar::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            settings: settings::Settings::new(
+                &opts,
+                local_addr.port(),
+                local_addr.ip().to_string(),
+            ),
             versions,
             clock,
             floor: AtomicU64::new(floor),

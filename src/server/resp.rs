@@ -356,6 +356,8 @@ pub enum Reply {
     /// `-ERR ...`: the text must start with an error code (`ERR`, `WRONGTYPE`, ...).
     Error(String),
     Int(i64),
+    /// A double: `,1.5` in RESP3, a bulk string in RESP2.
+    Double(f64),
     Bulk(Vec<u8>),
     /// A missing value: `$-1` in RESP2, `_` in RESP3.
     Nil,
@@ -373,7 +375,9 @@ impl Reply {
     /// the replies a connection may hold.
     pub fn weight(&self) -> usize {
         match self {
-            Reply::Status(_) | Reply::Int(_) | Reply::Nil | Reply::NilArray => 16,
+            Reply::Status(_) | Reply::Int(_) | Reply::Double(_) | Reply::Nil | Reply::NilArray => {
+                16
+            }
             Reply::Error(s) | Reply::Verbatim(s) => 32 + s.len(),
             Reply::Bulk(b) => 32 + b.len(),
             Reply::Array(a) => 32 + a.iter().map(Reply::weight).sum::<usize>(),
@@ -418,6 +422,8 @@ impl Reply {
             }
             Reply::Int(n) => line_to(out, b':', n.to_string().as_bytes()),
             Reply::Bulk(b) => bulk_to(out, b'$', b),
+            Reply::Double(d) if resp3 => line_to(out, b',', format_double(*d).as_bytes()),
+            Reply::Double(d) => bulk_to(out, b'$', format_double(*d).as_bytes()),
             Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
@@ -446,6 +452,23 @@ impl Reply {
             }
             Reply::Verbatim(text) => bulk_to(out, b'$', text.as_bytes()),
         }
+    }
+}
+
+/// A double as Redis prints one: the shortest form that reads back the
+/// same, `inf` and `-inf` for the infinities.
+pub fn format_double(f: f64) -> String {
+    if f.is_infinite() {
+        return if f > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if f == f.trunc() && f.abs() < 1e17 {
+        return format!("{}", f as i64);
+    }
+    let s = format!("{f}");
+    if s.len() > 24 {
+        format!("{f:e}")
+    } else {
+        s
     }
 }
 

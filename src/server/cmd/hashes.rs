@@ -24,6 +24,7 @@ impl<'a> Conn<'a> {
             "hstrlen" => self.hstrlen(&args[1], &args[2]),
             "hincrby" => self.hincrby(&args[1], &args[2], &args[3]),
             "hincrbyfloat" => self.hincrbyfloat(&args[1], &args[2], &args[3]),
+            "hscan" => self.element_scan(&args[1], Type::Hash, &args[2..]),
             _ => return None,
         })
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use super::{integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
-use crate::server::keys::{self, Part, FIELD};
+use crate::server::keys::{self, Part};
 use crate::server::meta::{Meta, Type};
 use crate::server::resp::Reply;
 use crate::server::shard::CHUNK;
@@ -76,9 +76,8 @@ impl<'a> Conn<'a> {
         ))
     }
 
-    /// RENAME keeps the expiry. A hash's fields are copied under a new
-    /// version: O(fields), as in Redis's RENAME of a key of another
-    /// database.
+    /// RENAME keeps the expiry. A collection's elements are copied under
+    /// a new version: O(elements), as Redis's MOVE to another database.
     fn rename(&mut self, name: &str, from: &[u8], to: &[u8]) -> Res<Reply> {
         let Some(m) = self.lookup(from)? else {
             return Err(Reply::err("no such key"));
@@ -93,10 +92,27 @@ impl<'a> Conn<'a> {
         let mut next = m.clone();
         next.version = self.new_version()?;
         let mut writes: Writes = Vec::new();
-        if m.kind == Type::Hash {
-            for (f, v) in self.elements(from, m.version, FIELD, usize::MAX)? {
-                self.check_element(to, &f, "field")?;
-                writes.push((keys::element(to, next.version, FIELD, &f), Some(v)));
+        if m.kind != Type::String {
+            let (start, end) = keys::version_range(from, m.version);
+            let mut at = start.clone();
+            loop {
+                let batch = self.scan_raw(&at, Some(&end), CHUNK)?;
+                let Some((last, _)) = batch.last() else { break };
+                at = last.clone();
+                at.push(0);
+                let n = batch.len();
+                for (k, v) in batch {
+                    // The tag and the element, under the new name and version.
+                    let rest = &k[start.len() - 1..];
+                    self.check_element(to, &rest[1..], "element")?;
+                    writes.push((
+                        keys::element(to, next.version, rest[0], &rest[1..]),
+                        Some(v),
+                    ));
+                }
+                if n < CHUNK {
+                    break;
+                }
             }
         }
         self.put(to, &next, None, &mut writes);

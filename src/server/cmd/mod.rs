@@ -10,7 +10,10 @@
 mod expire;
 mod hashes;
 mod keyspace;
+mod lists;
+mod sets;
 mod strings;
+mod zset;
 
 use std::sync::atomic::Ordering;
 
@@ -70,22 +73,7 @@ pub fn float(arg: &[u8]) -> Option<f64> {
     (!f.is_nan()).then_some(f)
 }
 
-/// A float as Redis prints one: the shortest form that reads back the
-/// same, `inf` and `-inf` for the infinities.
-pub fn format_float(f: f64) -> String {
-    if f.is_infinite() {
-        return if f > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if f == f.trunc() && f.abs() < 1e17 {
-        return format!("{}", f as i64);
-    }
-    let s = format!("{f}");
-    if s.len() > 24 {
-        format!("{f:e}")
-    } else {
-        s
-    }
-}
+pub use super::resp::format_double as format_float;
 
 fn corrupt(key: &[u8]) -> Reply {
     Reply::err(format!(
@@ -262,6 +250,80 @@ impl<'a> Conn<'a> {
         Ok(out)
     }
 
+    /// SSCAN, HSCAN and ZSCAN: the elements of `key` (of type `kind`) from
+    /// a cursor, `COUNT` at a time (10 by default), those that match
+    /// `MATCH` (members, fields).
+    fn element_scan(&mut self, key: &[u8], kind: Type, args: &[Vec<u8>]) -> Res<Reply> {
+        let (mut pattern, mut count) = (None, 10usize);
+        for pair in args[1..].chunks(2) {
+            let [opt, value] = pair else {
+                return Err(syntax_error());
+            };
+            match opt.to_ascii_lowercase().as_slice() {
+                b"match" => pattern = Some(value.clone()),
+                b"count" => {
+                    count = match integer(value) {
+                        Some(n) if n >= 1 => (n as usize).min(100_000),
+                        Some(_) => return Err(syntax_error()),
+                        None => return Err(not_integer()),
+                    }
+                }
+                _ => return Err(syntax_error()),
+            }
+        }
+        let cursor = match integer(&args[0]) {
+            Some(c) if c >= 0 => c as u64,
+            _ => return Err(Reply::err("invalid cursor")),
+        };
+        let Some(m) = self.typed(key, kind)? else {
+            return Ok(Reply::Array(vec![Reply::bulk("0"), Reply::Array(vec![])]));
+        };
+        let tag = match kind {
+            Type::Hash => keys::FIELD,
+            Type::ZSet => keys::SCORED,
+            _ => keys::MEMBER,
+        };
+        let start = keys::sub(key, m.version, tag, 0);
+        let end = keys::sub_end(key, m.version, tag);
+        let from = if cursor == 0 {
+            start.clone()
+        } else {
+            match self.shared.cursor(cursor) {
+                Some(k) if k.starts_with(&start) => k,
+                _ => return Err(Reply::err("invalid cursor (expired or unknown)")),
+            }
+        };
+        let got = self.scan_raw(&from, Some(&end), count)?;
+        let next = match got.last() {
+            Some((k, _)) if got.len() == count => {
+                let mut after = k.clone();
+                after.push(0);
+                self.shared.save_cursor(after)
+            }
+            _ => 0,
+        };
+        let mut out = Vec::new();
+        for (k, v) in got {
+            let elem = k[start.len()..].to_vec();
+            if pattern
+                .as_ref()
+                .is_some_and(|p| !super::glob::matches(p, &elem))
+            {
+                continue;
+            }
+            out.push(Reply::Bulk(elem));
+            match kind {
+                Type::Hash => out.push(Reply::Bulk(v)),
+                Type::ZSet => out.push(Reply::Double(zset::score_of(&v))),
+                _ => {}
+            }
+        }
+        Ok(Reply::Array(vec![
+            Reply::bulk(next.to_string()),
+            Reply::Array(out),
+        ]))
+    }
+
     /// Runs a data command; its arity is checked, its keys are not.
     pub fn data(&mut self, name: &'static str, args: Vec<Vec<u8>>) -> Outcome {
         let spec = super::table::lookup(name.as_bytes()).expect("a known command");
@@ -284,6 +346,9 @@ impl<'a> Conn<'a> {
         let r = self
             .strings(name, &args)
             .or_else(|| self.hashes(name, &args))
+            .or_else(|| self.lists(name, &args))
+            .or_else(|| self.sets(name, &args))
+            .or_else(|| self.zsets(name, &args))
             .or_else(|| self.keyspace(name, &args))
             .or_else(|| self.expire(name, &args))
             .unwrap_or_else(|| Err(Reply::err(format!("command '{name}' has no handler"))));

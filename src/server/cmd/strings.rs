@@ -413,6 +413,6 @@ fn check_size(len: u64) -> Res<()> {
 fn into_bulk(m: Meta) -> Reply {
     match m.body {
         meta::Body::Value(v) => Reply::Bulk(v),
-        meta::Body::Count(_) => Reply::Nil,
+        meta::Body::Count(_) | meta::Body::Ends(..) => Reply::Nil,
     }
 }

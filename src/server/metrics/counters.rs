@@ -424,6 +424,11 @@ impl ServerMetrics {
         self.expired_keys.fetch_add(1, Relaxed);
     }
 
+    /// CONFIG RESETSTAT.
+    pub fn reset_expired(&self) {
+        self.expired_keys.store(0, Relaxed);
+    }
+
     pub fn expired_keys(&self) -> u64 {
         self.expired_keys.load(Relaxed)
     }

@@ -1,0 +1,559 @@
+//! Lists: an element is a sub-key at a position, the list's metadata
+//! holds its head and tail positions (elements at head..tail), so a push
+//! or a pop at either end is one element write and one metadata write,
+//! LINDEX one lookup and LRANGE reads only what it returns. An insert or
+//! removal inside the list moves the elements on its shorter side.
+
+use super::{integer, not_integer, syntax_error, wrong_type, Res, Writes};
+use crate::server::conn::Conn;
+use crate::server::keys::{self, ITEM};
+use crate::server::meta::{Body, Meta, Type};
+use crate::server::resp::Reply;
+use crate::server::shard::CHUNK;
+
+/// Which end of a list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Left,
+    Right,
+}
+
+fn end_named(arg: &[u8]) -> Option<End> {
+    match arg.to_ascii_lowercase().as_slice() {
+        b"left" => Some(End::Left),
+        b"right" => Some(End::Right),
+        _ => None,
+    }
+}
+
+fn item(key: &[u8], m: &Meta, pos: u64) -> Vec<u8> {
+    keys::element(key, m.version, ITEM, &pos.to_be_bytes())
+}
+
+/// Redis's range of `start..=stop` over a list of `len`, as positions
+/// from the head: `None` when empty.
+fn range(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
+    let len = len as i64;
+    let start = if start < 0 { len + start } else { start }.max(0);
+    let stop = if stop < 0 { len + stop } else { stop };
+    if start > stop || start >= len {
+        return None;
+    }
+    Some((start as u64, stop.min(len - 1) as u64))
+}
+
+fn positive_count(arg: &[u8]) -> Res<i64> {
+    match integer(arg) {
+        Some(n) if n >= 0 => Ok(n),
+        _ => Err(Reply::err("value is out of range, must be positive")),
+    }
+}
+
+impl<'a> Conn<'a> {
+    pub(super) fn lists(&mut self, name: &str, args: &[Vec<u8>]) -> Option<Res<Reply>> {
+        Some(match name {
+            "lpush" => self.push_list(&args[1], &args[2..], End::Left, false),
+            "rpush" => self.push_list(&args[1], &args[2..], End::Right, false),
+            "lpushx" => self.push_list(&args[1], &args[2..], End::Left, true),
+            "rpushx" => self.push_list(&args[1], &args[2..], End::Right, true),
+            "lpop" => self.pop_command(args, End::Left),
+            "rpop" => self.pop_command(args, End::Right),
+            "llen" => self.llen(&args[1]),
+            "lrange" => self.lrange(&args[1], &args[2], &args[3]),
+            "lindex" => self.lindex(&args[1], &args[2]),
+            "lset" => self.lset(&args[1], &args[2], &args[3]),
+            "linsert" => self.linsert(args),
+            "lrem" => self.lrem(&args[1], &args[2], &args[3]),
+            "ltrim" => self.ltrim(&args[1], &args[2], &args[3]),
+            "lpos" => self.lpos(args),
+            "lmove" => match (end_named(&args[3]), end_named(&args[4])) {
+                (Some(from), Some(to)) => self.lmove(&args[1], &args[2], from, to),
+                _ => Err(syntax_error()),
+            },
+            "rpoplpush" => self.lmove(&args[1], &args[2], End::Right, End::Left),
+            "lmpop" => self.lmpop(&args[1..]),
+            _ => return None,
+        })
+    }
+
+    fn list(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        self.typed(key, Type::List)
+    }
+
+    /// Elements of list `m` at positions `from..to` (at most `CHUNK` a read).
+    fn items(&mut self, key: &[u8], m: &Meta, from: u64, to: u64) -> Res<Vec<Vec<u8>>> {
+        let mut out = Vec::with_capacity((to - from).min(CHUNK as u64) as usize);
+        let end = item(key, m, to);
+        let mut at = from;
+        while at < to {
+            let want = ((to - at) as usize).min(CHUNK);
+            let got = self.scan_raw(&item(key, m, at), Some(&end), want)?;
+            if got.is_empty() {
+                break;
+            }
+            at += got.len() as u64;
+            out.extend(got.into_iter().map(|(_, v)| v));
+        }
+        if out.len() as u64 != to - from {
+            return Err(Reply::err(format!(
+                "list '{}' is missing elements its metadata counts",
+                String::from_utf8_lossy(key)
+            )));
+        }
+        Ok(out)
+    }
+
+    /// Writes list metadata `m` (deleting the key once it is empty).
+    fn put_list(&self, key: &[u8], m: &Meta, old: Option<&Meta>, writes: &mut Writes) {
+        if m.count() == 0 {
+            writes.push((keys::meta(key), None));
+        } else {
+            self.put(key, m, old, writes);
+        }
+    }
+
+    /// Appends the writes that push `elems` at `end` of list `m`.
+    fn push_items(&self, key: &[u8], m: &mut Meta, elems: &[Vec<u8>], end: End, w: &mut Writes) {
+        let (mut head, mut tail) = m.ends();
+        for e in elems {
+            let pos = match end {
+                End::Left => {
+                    head -= 1;
+                    head
+                }
+                End::Right => {
+                    tail += 1;
+                    tail - 1
+                }
+            };
+            w.push((item(key, m, pos), Some(e.clone())));
+        }
+        m.body = Body::Ends(head, tail);
+    }
+
+    fn push_list(&mut self, key: &[u8], elems: &[Vec<u8>], end: End, only_if: bool) -> Res<Reply> {
+        for e in elems {
+            self.check_value(e.len())?;
+        }
+        let old = self.list(key)?;
+        let mut m = match &old {
+            Some(m) => m.clone(),
+            None if only_if => return Ok(Reply::Int(0)),
+            None => Meta::collection(Type::List, self.new_version()?),
+        };
+        let mut writes = Vec::with_capacity(elems.len() + 1);
+        self.push_items(key, &mut m, elems, end, &mut writes);
+        let len = m.count();
+        self.put(key, &m, old.as_ref(), &mut writes);
+        self.write(writes);
+        Ok(Reply::Int(len as i64))
+    }
+
+    /// Pops up to `count` elements at `end` of list `m`: the elements and
+    /// the writes (the metadata's last).
+    fn pop_items(
+        &mut self,
+        key: &[u8],
+        m: &mut Meta,
+        count: u64,
+        end: End,
+    ) -> Res<(Vec<Vec<u8>>, Writes)> {
+        let (head, tail) = m.ends();
+        let n = count.min(tail - head);
+        let (from, to) = match end {
+            End::Left => (head, head + n),
+            End::Right => (tail - n, tail),
+        };
+        let mut got = self.items(key, m, from, to)?;
+        if end == End::Right {
+            got.reverse();
+        }
+        let old = m.clone();
+        m.body = match end {
+            End::Left => Body::Ends(head + n, tail),
+            End::Right => Body::Ends(head, tail - n),
+        };
+        let mut writes: Writes = Vec::new();
+        if m.count() > 0 {
+            writes.extend((from..to).map(|p| (item(key, m, p), None)));
+        }
+        self.put_list(key, m, Some(&old), &mut writes);
+        Ok((got, writes))
+    }
+
+    fn pop_command(&mut self, args: &[Vec<u8>], end: End) -> Res<Reply> {
+        let key = &args[1];
+        let count = match args.len() {
+            2 => None,
+            3 => Some(positive_count(&args[2])?),
+            _ => return Err(syntax_error()),
+        };
+        let Some(mut m) = self.list(key)? else {
+            return Ok(if count.is_some() {
+                Reply::NilArray
+            } else {
+                Reply::Nil
+            });
+        };
+        if count == Some(0) {
+            return Ok(Reply::Array(vec![]));
+        }
+        let (got, writes) = self.pop_items(key, &mut m, count.unwrap_or(1) as u64, end)?;
+        self.write(writes);
+        Ok(match count {
+            None => got.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
+            Some(_) => Reply::Array(got.into_iter().map(Reply::Bulk).collect()),
+        })
+    }
+
+    fn llen(&mut self, key: &[u8]) -> Res<Reply> {
+        Ok(Reply::Int(self.list(key)?.map_or(0, |m| m.count() as i64)))
+    }
+
+    fn lrange(&mut self, key: &[u8], start: &[u8], stop: &[u8]) -> Res<Reply> {
+        let (Some(start), Some(stop)) = (integer(start), integer(stop)) else {
+            return Err(not_integer());
+        };
+        let Some(m) = self.list(key)? else {
+            return Ok(Reply::Array(vec![]));
+        };
+        let Some((a, b)) = range(start, stop, m.count()) else {
+            return Ok(Reply::Array(vec![]));
+        };
+        let head = m.ends().0;
+        let got = self.items(key, &m, head + a, head + b + 1)?;
+        Ok(Reply::Array(got.into_iter().map(Reply::Bulk).collect()))
+    }
+
+    /// The position of index `i` (negative: from the tail) in list `m`.
+    fn position(m: &Meta, i: i64) -> Option<u64> {
+        let (head, tail) = m.ends();
+        let len = (tail - head) as i64;
+        let i = if i < 0 { len + i } else { i };
+        (0..len).contains(&i).then(|| head + i as u64)
+    }
+
+    fn lindex(&mut self, key: &[u8], index: &[u8]) -> Res<Reply> {
+        let i = integer(index).ok_or_else(not_integer)?;
+        let Some(m) = self.list(key)? else {
+            return Ok(Reply::Nil);
+        };
+        let Some(pos) = Self::position(&m, i) else {
+            return Ok(Reply::Nil);
+        };
+        Ok(self
+            .get_raw(&item(key, &m, pos))?
+            .map_or(Reply::Nil, Reply::Bulk))
+    }
+
+    fn lset(&mut self, key: &[u8], index: &[u8], elem: &[u8]) -> Res<Reply> {
+        let i = integer(index).ok_or_else(not_integer)?;
+        self.check_value(elem.len())?;
+        let Some(m) = self.list(key)? else {
+            return Err(Reply::err("no such key"));
+        };
+        let Some(pos) = Self::position(&m, i) else {
+            return Err(Reply::err("index out of range"));
+        };
+        self.write(vec![(item(key, &m, pos), Some(elem.to_vec()))]);
+        Ok(Reply::ok())
+    }
+
+    /// Rewrites list `m` from index `at` on (towards the tail) as `rest`,
+    /// deleting the positions left over: the writes of an insert or a
+    /// removal inside the list.
+    fn rewrite_tail(
+        &self,
+        key: &[u8],
+        m: &mut Meta,
+        at: u64,
+        rest: &[Vec<u8>],
+        writes: &mut Writes,
+    ) {
+        let (head, tail) = m.ends();
+        let start = head + at;
+        for (i, e) in rest.iter().enumerate() {
+            writes.push((item(key, m, start + i as u64), Some(e.clone())));
+        }
+        let new_tail = start + rest.len() as u64;
+        for p in new_tail..tail {
+            writes.push((item(key, m, p), None));
+        }
+        m.body = Body::Ends(head, new_tail);
+    }
+
+    /// The same towards the head: `rest` are the elements before index
+    /// `at` (exclusive), in order.
+    fn rewrite_head(
+        &self,
+        key: &[u8],
+        m: &mut Meta,
+        at: u64,
+        rest: &[Vec<u8>],
+        writes: &mut Writes,
+    ) {
+        let (head, tail) = m.ends();
+        let end = head + at;
+        let new_head = end - rest.len() as u64;
+        for (i, e) in rest.iter().enumerate() {
+            writes.push((item(key, m, new_head + i as u64), Some(e.clone())));
+        }
+        for p in head..new_head {
+            writes.push((item(key, m, p), None));
+        }
+        m.body = Body::Ends(new_head, tail);
+    }
+
+    fn linsert(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let (key, pivot, elem) = (&args[1], &args[3], &args[4]);
+        let after = match args[2].to_ascii_lowercase().as_slice() {
+            b"before" => false,
+            b"after" => true,
+            _ => return Err(syntax_error()),
+        };
+        self.check_value(elem.len())?;
+        let Some(mut m) = self.list(key)? else {
+            return Ok(Reply::Int(0));
+        };
+        let (head, tail) = m.ends();
+        let all = self.items(key, &m, head, tail)?;
+        let Some(i) = all.iter().position(|e| e == pivot) else {
+            return Ok(Reply::Int(-1));
+        };
+        let at = i + after as usize;
+        let old = m.clone();
+        let mut writes = Vec::new();
+        if at >= all.len() / 2 {
+            let mut rest = vec![elem.clone()];
+            rest.extend_from_slice(&all[at..]);
+            self.rewrite_tail(key, &mut m, at as u64, &rest, &mut writes);
+        } else {
+            let mut rest = all[..at].to_vec();
+            rest.push(elem.clone());
+            self.rewrite_head(key, &mut m, at as u64, &rest, &mut writes);
+        }
+        let len = m.count();
+        self.put(key, &m, Some(&old), &mut writes);
+        self.write(writes);
+        Ok(Reply::Int(len as i64))
+    }
+
+    fn lrem(&mut self, key: &[u8], count: &[u8], elem: &[u8]) -> Res<Reply> {
+        let count = integer(count).ok_or_else(not_integer)?;
+        let Some(mut m) = self.list(key)? else {
+            return Ok(Reply::Int(0));
+        };
+        let (head, tail) = m.ends();
+        let all = self.items(key, &m, head, tail)?;
+        let limit = if count == 0 {
+            usize::MAX
+        } else {
+            count.unsigned_abs() as usize
+        };
+        let mut gone = vec![false; all.len()];
+        let mut removed = 0;
+        let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
+            Box::new((0..all.len()).rev())
+        } else {
+            Box::new(0..all.len())
+        };
+        for i in order {
+            if removed == limit {
+                break;
+            }
+            if all[i] == elem {
+                gone[i] = true;
+                removed += 1;
+            }
+        }
+        if removed == 0 {
+            return Ok(Reply::Int(0));
+        }
+        let old = m.clone();
+        let mut writes = Vec::new();
+        if removed == all.len() {
+            writes.push((keys::meta(key), None));
+        } else {
+            let first = gone.iter().position(|&g| g).expect("one is gone");
+            let last = gone.iter().rposition(|&g| g).expect("one is gone");
+            if all.len() - first <= last + 1 {
+                let rest: Vec<Vec<u8>> = (first..all.len())
+                    .filter(|&i| !gone[i])
+                    .map(|i| all[i].clone())
+                    .collect();
+                self.rewrite_tail(key, &mut m, first as u64, &rest, &mut writes);
+            } else {
+                let rest: Vec<Vec<u8>> = (0..=last)
+                    .filter(|&i| !gone[i])
+                    .map(|i| all[i].clone())
+                    .collect();
+                self.rewrite_head(key, &mut m, last as u64 + 1, &rest, &mut writes);
+            }
+            self.put(key, &m, Some(&old), &mut writes);
+        }
+        self.write(writes);
+        Ok(Reply::Int(removed as i64))
+    }
+
+    fn ltrim(&mut self, key: &[u8], start: &[u8], stop: &[u8]) -> Res<Reply> {
+        let (Some(start), Some(stop)) = (integer(start), integer(stop)) else {
+            return Err(not_integer());
+        };
+        let Some(mut m) = self.list(key)? else {
+            return Ok(Reply::ok());
+        };
+        let (head, tail) = m.ends();
+        let mut writes = Vec::new();
+        match range(start, stop, m.count()) {
+            None => writes.push((keys::meta(key), None)),
+            Some((a, b)) => {
+                let (new_head, new_tail) = (head + a, head + b + 1);
+                if (new_head, new_tail) == (head, tail) {
+                    return Ok(Reply::ok());
+                }
+                for p in (head..new_head).chain(new_tail..tail) {
+                    writes.push((item(key, &m, p), None));
+                }
+                let old = m.clone();
+                m.body = Body::Ends(new_head, new_tail);
+                self.put(key, &m, Some(&old), &mut writes);
+            }
+        }
+        self.write(writes);
+        Ok(Reply::ok())
+    }
+
+    fn lpos(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let (key, elem) = (&args[1], &args[2]);
+        let (mut rank, mut count, mut maxlen) = (1i64, None, 0i64);
+        let mut opts = args[3..].chunks(2);
+        for pair in &mut opts {
+            let [opt, value] = pair else {
+                return Err(syntax_error());
+            };
+            let n = integer(value).ok_or_else(not_integer)?;
+            match opt.to_ascii_lowercase().as_slice() {
+                b"rank" if n == 0 => return Err(Reply::err("RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list")),
+                b"rank" if n == i64::MIN => return Err(Reply::err("value is out of range")),
+                b"rank" => rank = n,
+                b"count" if n < 0 => return Err(Reply::err("COUNT can't be negative")),
+                b"count" => count = Some(n),
+                b"maxlen" if n < 0 => return Err(Reply::err("MAXLEN can't be negative")),
+                b"maxlen" => maxlen = n,
+                _ => return Err(syntax_error()),
+            }
+        }
+        let none = if count.is_some() {
+            Reply::Array(vec![])
+        } else {
+            Reply::Nil
+        };
+        let Some(m) = self.list(key)? else {
+            return Ok(none);
+        };
+        let (head, tail) = m.ends();
+        let all = self.items(key, &m, head, tail)?;
+        let len = all.len();
+        let scan = if maxlen == 0 {
+            len
+        } else {
+            (maxlen as usize).min(len)
+        };
+        let want = match count {
+            Some(0) => usize::MAX,
+            Some(n) => n as usize,
+            None => 1,
+        };
+        let mut skip = rank.unsigned_abs() - 1;
+        let mut found = Vec::new();
+        for step in 0..scan {
+            let i = if rank > 0 { step } else { len - 1 - step };
+            if all[i] == elem.as_slice() {
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                found.push(Reply::Int(i as i64));
+                if found.len() == want {
+                    break;
+                }
+            }
+        }
+        Ok(match count {
+            Some(_) => Reply::Array(found),
+            None => found.into_iter().next().unwrap_or(none),
+        })
+    }
+
+    fn lmove(&mut self, from: &[u8], to: &[u8], out: End, into: End) -> Res<Reply> {
+        let Some(mut src) = self.list(from)? else {
+            return Ok(Reply::Nil);
+        };
+        let dst = if from == to {
+            None
+        } else {
+            match self.lookup(to)? {
+                Some(d) if d.kind != Type::List => return Err(wrong_type()),
+                d => Some(d),
+            }
+        };
+        if dst.is_none() && src.count() == 1 {
+            // Rotating a list of one element leaves it as it is.
+            let (head, _) = src.ends();
+            let got = self.items(from, &src, head, head + 1)?;
+            return Ok(Reply::Bulk(got.into_iter().next().expect("one element")));
+        }
+        let before = src.clone();
+        let (got, mut writes) = self.pop_items(from, &mut src, 1, out)?;
+        let elem = got.into_iter().next().expect("a list has an element");
+        let (mut m, old) = match dst {
+            // The same list: push onto what the pop left (its metadata is
+            // written once, after).
+            None => {
+                writes.pop();
+                (src, Some(before))
+            }
+            Some(Some(d)) => (d.clone(), Some(d)),
+            Some(None) => (Meta::collection(Type::List, self.new_version()?), None),
+        };
+        self.push_items(to, &mut m, std::slice::from_ref(&elem), into, &mut writes);
+        self.put(to, &m, old.as_ref(), &mut writes);
+        self.write(writes);
+        Ok(Reply::Bulk(elem))
+    }
+
+    fn lmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let n = match integer(&args[0]) {
+            Some(n) if n > 0 => n as usize,
+            Some(_) => return Err(Reply::err("numkeys should be greater than 0")),
+            None => return Err(Reply::err("numkeys should be greater than 0")),
+        };
+        if args.len() < n + 2 {
+            return Err(syntax_error());
+        }
+        let names = &args[1..=n];
+        let end = end_named(&args[n + 1]).ok_or_else(syntax_error)?;
+        let count = match &args[n + 2..] {
+            [] => 1,
+            [opt, v] if opt.eq_ignore_ascii_case(b"count") => match integer(v) {
+                Some(c) if c > 0 => c as u64,
+                _ => return Err(Reply::err("count should be greater than 0")),
+            },
+            _ => return Err(syntax_error()),
+        };
+        for k in names {
+            self.check_key(k)?;
+        }
+        for k in names {
+            if let Some(mut m) = self.list(k)? {
+                let (got, writes) = self.pop_items(k, &mut m, count, end)?;
+                self.write(writes);
+                return Ok(Reply::Array(vec![
+                    Reply::Bulk(k.clone()),
+                    Reply::Array(got.into_iter().map(Reply::Bulk).collect()),
+                ]));
+            }
+        }
+        Ok(Reply::NilArray)
+    }
+}

@@ -1,0 +1,397 @@
+//! Sets: a member is a sub-key under the set's version, the count in the
+//! metadata, so SISMEMBER is one lookup, SCARD none beyond the metadata,
+//! and deleting a set of any size one write.
+
+use rand::seq::{IndexedRandom, SliceRandom};
+use rand::Rng;
+
+use super::{integer, not_integer, syntax_error, Res, Writes};
+use crate::server::conn::Conn;
+use crate::server::keys::{self, MEMBER};
+use crate::server::meta::{Meta, Type};
+use crate::server::resp::Reply;
+
+/// Sets up to this size are read whole to pick members at random
+/// (uniformly); larger ones are sampled by seeking to random points.
+const READ_WHOLE: u64 = 1024;
+
+/// Which of the set algebra.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Inter,
+    Union,
+    Diff,
+}
+
+fn members_reply(members: impl IntoIterator<Item = Vec<u8>>) -> Reply {
+    Reply::Array(members.into_iter().map(Reply::Bulk).collect())
+}
+
+impl<'a> Conn<'a> {
+    pub(super) fn sets(&mut self, name: &str, args: &[Vec<u8>]) -> Option<Res<Reply>> {
+        Some(match name {
+            "sadd" => self.sadd(&args[1], &args[2..]),
+            "srem" => self.srem(&args[1], &args[2..]),
+            "smembers" => self.smembers(&args[1]),
+            "sismember" => self.smismember(&args[1], &args[2..], false),
+            "smismember" => self.smismember(&args[1], &args[2..], true),
+            "scard" => self.scard(&args[1]),
+            "spop" => self.spop(args),
+            "srandmember" => self.srandmember(args),
+            "smove" => self.smove(&args[1], &args[2], &args[3]),
+            "sinter" => self.algebra(Op::Inter, None, &args[1..]),
+            "sunion" => self.algebra(Op::Union, None, &args[1..]),
+            "sdiff" => self.algebra(Op::Diff, None, &args[1..]),
+            "sinterstore" => self.algebra(Op::Inter, Some(&args[1]), &args[2..]),
+            "sunionstore" => self.algebra(Op::Union, Some(&args[1]), &args[2..]),
+            "sdiffstore" => self.algebra(Op::Diff, Some(&args[1]), &args[2..]),
+            "sintercard" => self.sintercard(&args[1..]),
+            "sscan" => self.element_scan(&args[1], Type::Set, &args[2..]),
+            _ => return None,
+        })
+    }
+
+    fn set_meta(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        self.typed(key, Type::Set)
+    }
+
+    fn has_member(&mut self, key: &[u8], m: &Meta, member: &[u8]) -> Res<bool> {
+        Ok(self
+            .get_raw(&keys::element(key, m.version, MEMBER, member))?
+            .is_some())
+    }
+
+    /// Every member of set `m`, in order.
+    fn all_members(&mut self, key: &[u8], m: &Meta) -> Res<Vec<Vec<u8>>> {
+        Ok(self
+            .elements(key, m.version, MEMBER, usize::MAX)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
+
+    /// The writes that add `members` to set `key` (`m`, or a new set),
+    /// and how many were not members yet.
+    fn add_members(
+        &mut self,
+        key: &[u8],
+        old: Option<&Meta>,
+        members: &[Vec<u8>],
+        writes: &mut Writes,
+    ) -> Res<u64> {
+        for mem in members {
+            self.check_element(key, mem, "member")?;
+        }
+        let mut m = match old {
+            Some(m) => m.clone(),
+            None => Meta::collection(Type::Set, self.new_version()?),
+        };
+        let mut added = 0;
+        let mut seen: Vec<&[u8]> = Vec::new();
+        for mem in members {
+            if seen.contains(&mem.as_slice()) {
+                continue;
+            }
+            seen.push(mem);
+            if old.is_none() || !self.has_member(key, &m, mem)? {
+                added += 1;
+                writes.push((keys::element(key, m.version, MEMBER, mem), Some(Vec::new())));
+            }
+        }
+        if added > 0 {
+            m.set_count(m.count() + added);
+            self.put(key, &m, old, writes);
+        }
+        Ok(added)
+    }
+
+    fn sadd(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {
+        let old = self.set_meta(key)?;
+        let mut writes = Vec::new();
+        let added = self.add_members(key, old.as_ref(), members, &mut writes)?;
+        self.write(writes);
+        Ok(Reply::Int(added as i64))
+    }
+
+    /// The writes that remove `members` (known members, no repeats) from
+    /// set `m`.
+    fn remove_members(&self, key: &[u8], m: &Meta, members: &[Vec<u8>], writes: &mut Writes) {
+        let left = m.count().saturating_sub(members.len() as u64);
+        if left == 0 {
+            // The last member: the set is gone, and with it every member.
+            writes.push((keys::meta(key), None));
+            return;
+        }
+        for mem in members {
+            writes.push((keys::element(key, m.version, MEMBER, mem), None));
+        }
+        let mut next = m.clone();
+        next.set_count(left);
+        writes.push((keys::meta(key), Some(next.encode())));
+    }
+
+    fn srem(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {
+        let Some(m) = self.set_meta(key)? else {
+            return Ok(Reply::Int(0));
+        };
+        let mut gone: Vec<Vec<u8>> = Vec::new();
+        for mem in members {
+            if !gone.contains(mem) && self.has_member(key, &m, mem)? {
+                gone.push(mem.clone());
+            }
+        }
+        if gone.is_empty() {
+            return Ok(Reply::Int(0));
+        }
+        let mut writes = Vec::new();
+        self.remove_members(key, &m, &gone, &mut writes);
+        self.write(writes);
+        Ok(Reply::Int(gone.len() as i64))
+    }
+
+    fn smembers(&mut self, key: &[u8]) -> Res<Reply> {
+        let Some(m) = self.set_meta(key)? else {
+            return Ok(Reply::Array(vec![]));
+        };
+        Ok(members_reply(self.all_members(key, &m)?))
+    }
+
+    fn smismember(&mut self, key: &[u8], members: &[Vec<u8>], many: bool) -> Res<Reply> {
+        if !many && members.len() != 1 {
+            return Err(Reply::err(
+                "wrong number of arguments for 'sismember' command",
+            ));
+        }
+        let m = self.set_meta(key)?;
+        let mut out = Vec::with_capacity(members.len());
+        for mem in members {
+            let yes = match &m {
+                Some(m) => self.has_member(key, m, mem)?,
+                None => false,
+            };
+            out.push(Reply::Int(yes as i64));
+        }
+        Ok(if many {
+            Reply::Array(out)
+        } else {
+            out.pop().expect("one member")
+        })
+    }
+
+    fn scard(&mut self, key: &[u8]) -> Res<Reply> {
+        Ok(Reply::Int(
+            self.set_meta(key)?.map_or(0, |m| m.count() as i64),
+        ))
+    }
+
+    /// Up to `n` distinct members of set `m` picked at random.
+    fn pick(&mut self, key: &[u8], m: &Meta, n: u64) -> Res<Vec<Vec<u8>>> {
+        if m.count() <= READ_WHOLE || n * 2 >= m.count() {
+            let mut all = self.all_members(key, m)?;
+            all.shuffle(&mut rand::rng());
+            all.truncate(n as usize);
+            return Ok(all);
+        }
+        let start = keys::sub(key, m.version, MEMBER, 0);
+        let end = keys::sub_end(key, m.version, MEMBER);
+        let mut out: Vec<Vec<u8>> = Vec::with_capacity(n as usize);
+        let mut tries = 0;
+        while (out.len() as u64) < n && tries < 8 * n + 64 {
+            tries += 1;
+            let mut from = start.clone();
+            from.extend_from_slice(&rand::rng().random::<[u8; 8]>());
+            let mut got = self.scan_raw(&from, Some(&end), 1)?;
+            if got.is_empty() {
+                got = self.scan_raw(&start, Some(&end), 1)?;
+            }
+            if let Some((k, _)) = got.pop() {
+                let mem = k[start.len()..].to_vec();
+                if !out.contains(&mem) {
+                    out.push(mem);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn spop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let key = &args[1];
+        let count = match args.len() {
+            2 => None,
+            3 => match integer(&args[2]) {
+                Some(n) if n >= 0 => Some(n as u64),
+                _ => return Err(Reply::err("value is out of range, must be positive")),
+            },
+            _ => return Err(syntax_error()),
+        };
+        let Some(m) = self.set_meta(key)? else {
+            return Ok(if count.is_some() {
+                Reply::Array(vec![])
+            } else {
+                Reply::Nil
+            });
+        };
+        let want = count.unwrap_or(1);
+        if want == 0 {
+            return Ok(Reply::Array(vec![]));
+        }
+        let got = self.pick(key, &m, want)?;
+        let mut writes = Vec::new();
+        self.remove_members(key, &m, &got, &mut writes);
+        self.write(writes);
+        Ok(match count {
+            None => got.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
+            Some(_) => members_reply(got),
+        })
+    }
+
+    fn srandmember(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let key = &args[1];
+        let count = match args.len() {
+            2 => None,
+            3 => match integer(&args[2]) {
+                Some(i64::MIN) | None => {
+                    return Err(if integer(&args[2]).is_none() {
+                        not_integer()
+                    } else {
+                        Reply::err("value is out of range")
+                    })
+                }
+                n => n,
+            },
+            _ => return Err(syntax_error()),
+        };
+        let Some(m) = self.set_meta(key)? else {
+            return Ok(if count.is_some() {
+                Reply::Array(vec![])
+            } else {
+                Reply::Nil
+            });
+        };
+        match count {
+            None => Ok(self
+                .pick(key, &m, 1)?
+                .into_iter()
+                .next()
+                .map_or(Reply::Nil, Reply::Bulk)),
+            Some(n) if n >= 0 => Ok(members_reply(self.pick(key, &m, n as u64)?)),
+            Some(n) => {
+                // Negative: that many, repeats allowed.
+                let n = n.unsigned_abs();
+                let pool = self.pick(key, &m, n.min(READ_WHOLE).max(m.count().min(READ_WHOLE)))?;
+                let mut rng = rand::rng();
+                Ok(members_reply(
+                    (0..n).filter_map(|_| pool.choose(&mut rng).cloned()),
+                ))
+            }
+        }
+    }
+
+    fn smove(&mut self, from: &[u8], to: &[u8], member: &[u8]) -> Res<Reply> {
+        let src = self.set_meta(from)?;
+        let dst = self.set_meta(to)?;
+        let Some(src) = src else {
+            return Ok(Reply::Int(0));
+        };
+        if !self.has_member(from, &src, member)? {
+            return Ok(Reply::Int(0));
+        }
+        if from == to {
+            return Ok(Reply::Int(1));
+        }
+        let mut writes = Vec::new();
+        self.remove_members(from, &src, &[member.to_vec()], &mut writes);
+        self.add_members(to, dst.as_ref(), &[member.to_vec()], &mut writes)?;
+        self.write(writes);
+        Ok(Reply::Int(1))
+    }
+
+    /// The sets named (a missing key is the empty set); WRONGTYPE if one
+    /// is not a set.
+    fn read_sets(&mut self, names: &[Vec<u8>]) -> Res<Vec<Option<Vec<Vec<u8>>>>> {
+        let metas: Vec<Option<Meta>> =
+            names.iter().map(|k| self.set_meta(k)).collect::<Res<_>>()?;
+        let mut out = Vec::with_capacity(names.len());
+        for (k, m) in names.iter().zip(&metas) {
+            out.push(match m {
+                Some(m) => Some(self.all_members(k, m)?),
+                None => None,
+            });
+        }
+        Ok(out)
+    }
+
+    fn combine(op: Op, sets: Vec<Option<Vec<Vec<u8>>>>) -> Vec<Vec<u8>> {
+        use std::collections::BTreeSet;
+        let mut it = sets.into_iter();
+        let first: BTreeSet<Vec<u8>> = it
+            .next()
+            .flatten()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let mut acc = first;
+        for s in it {
+            let s: BTreeSet<Vec<u8>> = s.unwrap_or_default().into_iter().collect();
+            acc = match op {
+                Op::Inter => acc.intersection(&s).cloned().collect(),
+                Op::Union => acc.union(&s).cloned().collect(),
+                Op::Diff => acc.difference(&s).cloned().collect(),
+            };
+        }
+        acc.into_iter().collect()
+    }
+
+    fn algebra(&mut self, op: Op, store: Option<&Vec<u8>>, names: &[Vec<u8>]) -> Res<Reply> {
+        if let Some(dst) = store {
+            self.check_key(dst)?;
+        }
+        let sets = self.read_sets(names)?;
+        let result = Self::combine(op, sets);
+        let Some(dst) = store else {
+            return Ok(members_reply(result));
+        };
+        let old = self.lookup(dst)?;
+        let mut writes = Vec::new();
+        if result.is_empty() {
+            if old.is_some() {
+                writes.push((keys::meta(dst), None));
+            }
+        } else {
+            self.add_members(dst, None, &result, &mut writes)?;
+        }
+        self.write(writes);
+        Ok(Reply::Int(result.len() as i64))
+    }
+
+    fn sintercard(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let n = match integer(&args[0]) {
+            Some(n) if n > 0 => n as usize,
+            _ => return Err(Reply::err("numkeys should be greater than 0")),
+        };
+        if args.len() < n + 1 {
+            return Err(Reply::err(
+                "Number of keys can't be greater than number of args",
+            ));
+        }
+        let names = &args[1..=n];
+        let limit = match &args[n + 1..] {
+            [] => 0,
+            [opt, v] if opt.eq_ignore_ascii_case(b"limit") => match integer(v) {
+                Some(l) if l >= 0 => l as usize,
+                Some(_) => return Err(Reply::err("LIMIT can't be negative")),
+                None => return Err(not_integer()),
+            },
+            _ => return Err(syntax_error()),
+        };
+        for k in names {
+            self.check_key(k)?;
+        }
+        let sets = self.read_sets(names)?;
+        let mut n = Self::combine(Op::Inter, sets).len();
+        if limit > 0 {
+            n = n.min(limit);
+        }
+        Ok(Reply::Int(n as i64))
+    }
+}

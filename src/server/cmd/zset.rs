@@ -1,0 +1,1129 @@
+//! Sorted sets in two orders, both sub-keys under the set's version:
+//! member to score (`SCORED`: ZSCORE is one lookup, and lex ranges over
+//! members of one score read in member order), and (score, member)
+//! (`BY_SCORE`, the score in an order-preserving encoding of the double:
+//! ranges by score read only what they return). The count is in the
+//! metadata. Ranks are counted by reading the score order up to them.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use rand::seq::{IndexedRandom, SliceRandom};
+
+use super::{float, integer, not_float, not_integer, syntax_error, wrong_type, Res, Writes};
+use crate::server::conn::Conn;
+use crate::server::keys::{self, BY_SCORE, MEMBER, SCORED};
+use crate::server::meta::{Meta, Type};
+use crate::server::resp::Reply;
+use crate::server::shard::CHUNK;
+
+/// The 8 bytes that order doubles as numbers: the sign bit flipped for
+/// positives, every bit for negatives; -0 is 0.
+pub fn ordered(score: f64) -> [u8; 8] {
+    let score = if score == 0.0 { 0.0 } else { score };
+    let bits = score.to_bits();
+    let o = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits ^ (1 << 63)
+    };
+    o.to_be_bytes()
+}
+
+fn from_ordered(b: &[u8]) -> f64 {
+    let o = u64::from_be_bytes(b[..8].try_into().expect("8 bytes"));
+    let bits = if o >> 63 == 1 { o ^ (1 << 63) } else { !o };
+    f64::from_bits(bits)
+}
+
+/// A score as the member-to-score sub-key holds it.
+pub fn score_of(v: &[u8]) -> f64 {
+    v.get(..8)
+        .map_or(0.0, |b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+fn score_bound(arg: &[u8]) -> Res<Bound<f64>> {
+    let bad = || Reply::err("min or max is not a float");
+    match arg.first() {
+        Some(b'(') => Ok(Bound::Excluded(float(&arg[1..]).ok_or_else(bad)?)),
+        _ => Ok(Bound::Included(float(arg).ok_or_else(bad)?)),
+    }
+}
+
+fn lex_bound(arg: &[u8]) -> Res<Bound<Vec<u8>>> {
+    match arg {
+        b"-" | b"+" => Ok(Bound::Unbounded),
+        [b'[', rest @ ..] => Ok(Bound::Included(rest.to_vec())),
+        [b'(', rest @ ..] => Ok(Bound::Excluded(rest.to_vec())),
+        _ => Err(Reply::err("min or max not valid string range item")),
+    }
+}
+
+fn in_score(b: &(Bound<f64>, Bound<f64>), s: f64) -> bool {
+    let lo = match b.0 {
+        Bound::Included(m) => s >= m,
+        Bound::Excluded(m) => s > m,
+        Bound::Unbounded => true,
+    };
+    let hi = match b.1 {
+        Bound::Included(m) => s <= m,
+        Bound::Excluded(m) => s < m,
+        Bound::Unbounded => true,
+    };
+    lo && hi
+}
+
+/// What a range asks: by rank, score or lex, which way, LIMIT.
+enum Range {
+    Rank(i64, i64),
+    Score(Bound<f64>, Bound<f64>),
+    /// Lex bounds, and whether the range is empty by its ends alone
+    /// ("+" as the lower end or "-" as the upper).
+    Lex(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+}
+
+struct RangeQuery {
+    range: Range,
+    rev: bool,
+    /// Offset and count (negative: all).
+    limit: Option<(i64, i64)>,
+    scores: bool,
+}
+
+type Scored = Vec<(Vec<u8>, f64)>;
+
+/// ZADD's scores and members.
+type Pairs = Vec<(f64, Vec<u8>)>;
+
+fn scored_reply(items: Scored, scores: bool, proto: u8) -> Reply {
+    let mut out = Vec::with_capacity(items.len() * (1 + scores as usize));
+    for (m, s) in items {
+        if scores && proto >= 3 {
+            out.push(Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]));
+        } else {
+            out.push(Reply::Bulk(m));
+            if scores {
+                out.push(Reply::Double(s));
+            }
+        }
+    }
+    Reply::Array(out)
+}
+
+/// ZADD's options.
+#[derive(Default)]
+struct AddFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+/// How ZUNION, ZINTER and ZDIFF combine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Combine {
+    Union,
+    Inter,
+    Diff,
+}
+
+#[derive(Clone, Copy)]
+enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+impl<'a> Conn<'a> {
+    pub(super) fn zsets(&mut self, name: &str, args: &[Vec<u8>]) -> Option<Res<Reply>> {
+        Some(match name {
+            "zadd" => self.zadd(args),
+            "zincrby" => self.zincrby(&args[1], &args[2], &args[3]),
+            "zrem" => self.zrem(&args[1], &args[2..]),
+            "zcard" => self.zcard(&args[1]),
+            "zscore" => self.zscore(&args[1], &args[2]),
+            "zmscore" => self.zmscore(&args[1], &args[2..]),
+            "zrank" | "zrevrank" => self.zrank(args, name == "zrevrank"),
+            "zrange" => self.zrange_command(args),
+            "zrangestore" => self.zrangestore(args),
+            "zrangebyscore" | "zrevrangebyscore" | "zrangebylex" | "zrevrangebylex"
+            | "zrevrange" => self.zrange_old(name, args),
+            "zcount" => self.zcount(&args[1], &args[2], &args[3], false),
+            "zlexcount" => self.zcount(&args[1], &args[2], &args[3], true),
+            "zpopmin" | "zpopmax" => self.zpop_command(args, name == "zpopmax"),
+            "zmpop" => self.zmpop(&args[1..]),
+            "zremrangebyscore" | "zremrangebyrank" | "zremrangebylex" => {
+                self.zremrange(name, &args[1], &args[2], &args[3])
+            }
+            "zunion" | "zinter" | "zdiff" => self.zcombine(name, None, &args[1..]),
+            "zunionstore" | "zinterstore" | "zdiffstore" => {
+                self.zcombine(name, Some(&args[1]), &args[2..])
+            }
+            "zintercard" => self.zintercard(&args[1..]),
+            "zrandmember" => self.zrandmember(args),
+            "zscan" => self.element_scan(&args[1], Type::ZSet, &args[2..]),
+            _ => return None,
+        })
+    }
+
+    fn zset(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        self.typed(key, Type::ZSet)
+    }
+
+    fn score(&mut self, key: &[u8], m: &Meta, member: &[u8]) -> Res<Option<f64>> {
+        Ok(self
+            .get_raw(&keys::element(key, m.version, SCORED, member))?
+            .map(|v| score_of(&v)))
+    }
+
+    /// The writes that give `member` `score` (`old`: its score before).
+    fn set_score(
+        &self,
+        key: &[u8],
+        m: &Meta,
+        member: &[u8],
+        score: f64,
+        old: Option<f64>,
+        w: &mut Writes,
+    ) {
+        if let Some(o) = old {
+            let mut k = keys::sub(key, m.version, BY_SCORE, 8 + member.len());
+            k.extend_from_slice(&ordered(o));
+            k.extend_from_slice(member);
+            w.push((k, None));
+        }
+        let mut k = keys::sub(key, m.version, BY_SCORE, 8 + member.len());
+        k.extend_from_slice(&ordered(score));
+        k.extend_from_slice(member);
+        w.push((k, Some(Vec::new())));
+        w.push((
+            keys::element(key, m.version, SCORED, member),
+            Some(score.to_le_bytes().to_vec()),
+        ));
+    }
+
+    /// The writes that remove `members` (with their scores) from `m`,
+    /// its metadata included.
+    fn remove_scored(&self, key: &[u8], m: &Meta, members: &[(Vec<u8>, f64)], w: &mut Writes) {
+        let left = m.count().saturating_sub(members.len() as u64);
+        if left == 0 {
+            w.push((keys::meta(key), None));
+            return;
+        }
+        for (mem, s) in members {
+            let mut k = keys::sub(key, m.version, BY_SCORE, 8 + mem.len());
+            k.extend_from_slice(&ordered(*s));
+            k.extend_from_slice(mem);
+            w.push((k, None));
+            w.push((keys::element(key, m.version, SCORED, mem), None));
+        }
+        let mut next = m.clone();
+        next.set_count(left);
+        w.push((keys::meta(key), Some(next.encode())));
+    }
+
+    /// Members in score order from `from` (a sub-key of the score order),
+    /// up to `limit`, while `keep` holds.
+    fn by_score_from(
+        &mut self,
+        key: &[u8],
+        m: &Meta,
+        from: Vec<u8>,
+        limit: usize,
+        mut keep: impl FnMut(f64, &[u8]) -> bool,
+    ) -> Res<Scored> {
+        let start = keys::sub(key, m.version, BY_SCORE, 0);
+        let end = keys::sub_end(key, m.version, BY_SCORE);
+        let mut out = Vec::new();
+        let mut at = from;
+        while out.len() < limit {
+            let want = (limit - out.len()).min(CHUNK);
+            let got = self.scan_raw(&at, Some(&end), want)?;
+            let n = got.len();
+            for (k, _) in &got {
+                let rest = &k[start.len()..];
+                let score = from_ordered(rest);
+                let member = &rest[8..];
+                if !keep(score, member) {
+                    return Ok(out);
+                }
+                out.push((member.to_vec(), score));
+            }
+            match got.last() {
+                Some((k, _)) if n == want => {
+                    at = k.clone();
+                    at.push(0);
+                }
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every member of `m` with its score, in score order.
+    fn all_scored(&mut self, key: &[u8], m: &Meta) -> Res<Scored> {
+        let from = keys::sub(key, m.version, BY_SCORE, 0);
+        self.by_score_from(key, m, from, usize::MAX, |_, _| true)
+    }
+
+    /// Members with a score in `bounds`, in score order, up to `limit`.
+    fn score_range(
+        &mut self,
+        key: &[u8],
+        m: &Meta,
+        bounds: &(Bound<f64>, Bound<f64>),
+        limit: usize,
+    ) -> Res<Scored> {
+        let mut from = keys::sub(key, m.version, BY_SCORE, 8);
+        match bounds.0 {
+            Bound::Included(s) | Bound::Excluded(s) => from.extend_from_slice(&ordered(s)),
+            Bound::Unbounded => {}
+        }
+        let b = *bounds;
+        let mut got =
+            self.by_score_from(
+                key,
+                m,
+                from,
+                limit.saturating_add(64),
+                move |s, _| match b.1 {
+                    Bound::Included(hi) => s <= hi,
+                    Bound::Excluded(hi) => s < hi,
+                    Bound::Unbounded => true,
+                },
+            )?;
+        got.retain(|(_, s)| in_score(bounds, *s));
+        got.truncate(limit);
+        Ok(got)
+    }
+
+    /// Members of one score between lex `bounds`, in member order, up to
+    /// `limit` (Redis's lex ranges assume every member has one score).
+    fn lex_range(
+        &mut self,
+        key: &[u8],
+        m: &Meta,
+        lo: &Bound<Vec<u8>>,
+        hi: &Bound<Vec<u8>>,
+        limit: usize,
+    ) -> Res<Scored> {
+        let start = keys::sub(key, m.version, SCORED, 0);
+        let end = keys::sub_end(key, m.version, SCORED);
+        let mut at = start.clone();
+        if let Bound::Included(b) | Bound::Excluded(b) = lo {
+            at.extend_from_slice(b);
+        }
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let want = (limit - out.len()).min(CHUNK);
+            let got = self.scan_raw(&at, Some(&end), want)?;
+            let n = got.len();
+            for (k, v) in &got {
+                let member = &k[start.len()..];
+                if matches!(lo, Bound::Excluded(b) if member == b.as_slice()) {
+                    continue;
+                }
+                let past = match hi {
+                    Bound::Included(b) => member > b.as_slice(),
+                    Bound::Excluded(b) => member >= b.as_slice(),
+                    Bound::Unbounded => false,
+                };
+                if past {
+                    return Ok(out);
+                }
+                out.push((member.to_vec(), score_of(v)));
+                if out.len() == limit {
+                    return Ok(out);
+                }
+            }
+            match got.last() {
+                Some((k, _)) if n == want => {
+                    at = k.clone();
+                    at.push(0);
+                }
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Members at ranks `a..=b` (from the lowest score).
+    fn rank_range(&mut self, key: &[u8], m: &Meta, a: u64, b: u64) -> Res<Scored> {
+        let from = keys::sub(key, m.version, BY_SCORE, 0);
+        let mut got = self.by_score_from(key, m, from, (b + 1) as usize, |_, _| true)?;
+        Ok(got.split_off((a as usize).min(got.len())))
+    }
+
+    fn parse_add(args: &[Vec<u8>]) -> Res<(AddFlags, Pairs)> {
+        let mut f = AddFlags::default();
+        let mut i = 2;
+        while i < args.len() {
+            match args[i].to_ascii_lowercase().as_slice() {
+                b"nx" => f.nx = true,
+                b"xx" => f.xx = true,
+                b"gt" => f.gt = true,
+                b"lt" => f.lt = true,
+                b"ch" => f.ch = true,
+                b"incr" => f.incr = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        let rest = &args[i..];
+        if rest.is_empty() || rest.len() % 2 != 0 {
+            return Err(syntax_error());
+        }
+        if f.nx && f.xx {
+            return Err(Reply::err(
+                "XX and NX options at the same time are not compatible",
+            ));
+        }
+        if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
+            return Err(Reply::err(
+                "GT, LT, and/or NX options at the same time are not compatible",
+            ));
+        }
+        if f.incr && rest.len() > 2 {
+            return Err(Reply::err(
+                "INCR option supports a single increment-element pair",
+            ));
+        }
+        let mut pairs = Vec::with_capacity(rest.len() / 2);
+        for p in rest.chunks(2) {
+            pairs.push((float(&p[0]).ok_or_else(not_float)?, p[1].clone()));
+        }
+        Ok((f, pairs))
+    }
+
+    fn zadd(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let key = &args[1];
+        let (f, pairs) = Self::parse_add(args)?;
+        for (_, mem) in &pairs {
+            self.check_element(key, mem, "member")?;
+        }
+        let old = self.zset(key)?;
+        if old.is_none() && f.xx {
+            return Ok(if f.incr { Reply::Nil } else { Reply::Int(0) });
+        }
+        let mut m = match &old {
+            Some(m) => m.clone(),
+            None => Meta::collection(Type::ZSet, self.new_version()?),
+        };
+        let mut writes = Vec::new();
+        let (mut added, mut changed) = (0u64, 0u64);
+        let mut done: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
+        let mut last = None;
+        for (score, mem) in pairs {
+            let before = match done.get(&mem) {
+                Some(s) => Some(*s),
+                None if old.is_some() => self.score(key, &m, &mem)?,
+                None => None,
+            };
+            let mut next = score;
+            if f.incr {
+                next = before.unwrap_or(0.0) + score;
+                if next.is_nan() {
+                    return Err(Reply::err("resulting score is not a number (NaN)"));
+                }
+            }
+            let skip = match before {
+                Some(b) => f.nx || (f.gt && next <= b) || (f.lt && next >= b),
+                None => f.xx,
+            };
+            if skip {
+                last = None;
+                continue;
+            }
+            last = Some(next);
+            match before {
+                Some(b) if b == next => continue,
+                Some(_) => changed += 1,
+                None => added += 1,
+            }
+            self.set_score(key, &m, &mem, next, before, &mut writes);
+            done.insert(mem, next);
+        }
+        if added + changed > 0 {
+            m.set_count(m.count() + added);
+            self.put(key, &m, old.as_ref(), &mut writes);
+            self.write(writes);
+        }
+        Ok(if f.incr {
+            last.map_or(Reply::Nil, Reply::Double)
+        } else if f.ch {
+            Reply::Int((added + changed) as i64)
+        } else {
+            Reply::Int(added as i64)
+        })
+    }
+
+    fn zincrby(&mut self, key: &[u8], by: &[u8], member: &[u8]) -> Res<Reply> {
+        let args = vec![
+            b"zadd".to_vec(),
+            key.to_vec(),
+            b"incr".to_vec(),
+            by.to_vec(),
+            member.to_vec(),
+        ];
+        self.zadd(&args)
+    }
+
+    fn zrem(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {
+        let Some(m) = self.zset(key)? else {
+            return Ok(Reply::Int(0));
+        };
+        let mut gone: Scored = Vec::new();
+        for mem in members {
+            if gone.iter().any(|(g, _)| g == mem) {
+                continue;
+            }
+            if let Some(s) = self.score(key, &m, mem)? {
+                gone.push((mem.clone(), s));
+            }
+        }
+        if gone.is_empty() {
+            return Ok(Reply::Int(0));
+        }
+        let mut writes = Vec::new();
+        self.remove_scored(key, &m, &gone, &mut writes);
+        self.write(writes);
+        Ok(Reply::Int(gone.len() as i64))
+    }
+
+    fn zcard(&mut self, key: &[u8]) -> Res<Reply> {
+        Ok(Reply::Int(self.zset(key)?.map_or(0, |m| m.count() as i64)))
+    }
+
+    fn zscore(&mut self, key: &[u8], member: &[u8]) -> Res<Reply> {
+        let Some(m) = self.zset(key)? else {
+            return Ok(Reply::Nil);
+        };
+        Ok(self
+            .score(key, &m, member)?
+            .map_or(Reply::Nil, Reply::Double))
+    }
+
+    fn zmscore(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {
+        let m = self.zset(key)?;
+        let mut out = Vec::with_capacity(members.len());
+        for mem in members {
+            out.push(match &m {
+                Some(m) => self.score(key, m, mem)?.map_or(Reply::Nil, Reply::Double),
+                None => Reply::Nil,
+            });
+        }
+        Ok(Reply::Array(out))
+    }
+
+    fn zrank(&mut self, args: &[Vec<u8>], rev: bool) -> Res<Reply> {
+        let (key, member) = (&args[1], &args[2]);
+        let withscore = match &args[3..] {
+            [] => false,
+            [w] if w.eq_ignore_ascii_case(b"withscore") => true,
+            _ => return Err(syntax_error()),
+        };
+        let none = if withscore {
+            Reply::NilArray
+        } else {
+            Reply::Nil
+        };
+        let Some(m) = self.zset(key)? else {
+            return Ok(none);
+        };
+        let Some(score) = self.score(key, &m, member)? else {
+            return Ok(none);
+        };
+        // Members before it in score order.
+        let from = keys::sub(key, m.version, BY_SCORE, 0);
+        let target = (ordered(score), member.clone());
+        let before = self
+            .by_score_from(key, &m, from, usize::MAX, |s, mem| {
+                (ordered(s), mem) < (target.0, target.1.as_slice())
+            })?
+            .len() as i64;
+        let rank = if rev {
+            m.count() as i64 - 1 - before
+        } else {
+            before
+        };
+        Ok(if withscore {
+            Reply::Array(vec![Reply::Int(rank), Reply::Double(score)])
+        } else {
+            Reply::Int(rank)
+        })
+    }
+
+    /// The members a range query selects, in the order asked.
+    fn select(&mut self, key: &[u8], m: &Meta, q: &RangeQuery) -> Res<Scored> {
+        let (offset, count) = q.limit.unwrap_or((0, -1));
+        if offset < 0 || count == 0 {
+            return Ok(vec![]);
+        }
+        let len = m.count() as i64;
+        let mut got = match &q.range {
+            Range::Rank(start, stop) => {
+                let (mut a, mut b) = (*start, *stop);
+                if a < 0 {
+                    a += len;
+                }
+                if b < 0 {
+                    b += len;
+                }
+                a = a.max(0);
+                if a > b || a >= len {
+                    return Ok(vec![]);
+                }
+                b = b.min(len - 1);
+                if q.rev {
+                    let mut r =
+                        self.rank_range(key, m, (len - 1 - b) as u64, (len - 1 - a) as u64)?;
+                    r.reverse();
+                    return Ok(r);
+                }
+                return self.rank_range(key, m, a as u64, b as u64);
+            }
+            Range::Score(lo, hi) => {
+                let want = if q.rev || count < 0 {
+                    usize::MAX
+                } else {
+                    (offset + count) as usize
+                };
+                self.score_range(key, m, &(*lo, *hi), want)?
+            }
+            Range::Lex(lo, hi, ..) => {
+                let want = if q.rev || count < 0 {
+                    usize::MAX
+                } else {
+                    (offset + count) as usize
+                };
+                self.lex_range(key, m, lo, hi, want)?
+            }
+        };
+        if q.rev {
+            got.reverse();
+        }
+        let mut got = got.split_off((offset as usize).min(got.len()));
+        if count >= 0 {
+            got.truncate(count as usize);
+        }
+        Ok(got)
+    }
+
+    /// ZRANGE's arguments from `args[2..]` (start stop [BYSCORE|BYLEX]
+    /// [REV] [LIMIT o c] [WITHSCORES]).
+    fn parse_range(args: &[Vec<u8>], store: bool) -> Res<RangeQuery> {
+        let (start, stop) = (&args[0], &args[1]);
+        let (mut by, mut rev, mut limit, mut scores) = (0u8, false, None, false);
+        let mut i = 2;
+        while i < args.len() {
+            match args[i].to_ascii_lowercase().as_slice() {
+                b"byscore" => by = 1,
+                b"bylex" => by = 2,
+                b"rev" => rev = true,
+                b"withscores" if !store => scores = true,
+                b"limit" if i + 2 < args.len() => {
+                    let (Some(o), Some(c)) = (integer(&args[i + 1]), integer(&args[i + 2])) else {
+                        return Err(not_integer());
+                    };
+                    limit = Some((o, c));
+                    i += 2;
+                }
+                _ => return Err(syntax_error()),
+            }
+            i += 1;
+        }
+        if limit.is_some() && by == 0 {
+            return Err(Reply::err(
+                "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+            ));
+        }
+        if scores && by == 2 {
+            return Err(Reply::err(
+                "syntax error, WITHSCORES not supported in combination with BYLEX",
+            ));
+        }
+        // With REV the arguments are max then min.
+        let (lo, hi) = if rev { (stop, start) } else { (start, stop) };
+        let range = match by {
+            0 => {
+                let (Some(a), Some(b)) = (integer(start), integer(stop)) else {
+                    return Err(not_integer());
+                };
+                Range::Rank(a, b)
+            }
+            1 => Range::Score(score_bound(lo)?, score_bound(hi)?),
+            _ => {
+                let (l, h) = (lex_bound(lo)?, lex_bound(hi)?);
+                // "-" as the upper end or "+" as the lower: nothing.
+                let empty = lo.as_slice() == b"+" || hi.as_slice() == b"-";
+                Range::Lex(l, h, empty)
+            }
+        };
+        Ok(RangeQuery {
+            range,
+            rev,
+            limit,
+            scores,
+        })
+    }
+
+    fn run_range(&mut self, key: &[u8], q: &RangeQuery) -> Res<Scored> {
+        if let Range::Lex(_, _, true) = q.range {
+            self.zset(key)?;
+            return Ok(vec![]);
+        }
+        let Some(m) = self.zset(key)? else {
+            return Ok(vec![]);
+        };
+        self.select(key, &m, q)
+    }
+
+    fn zrange_command(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let q = Self::parse_range(&args[2..], false)?;
+        let got = self.run_range(&args[1], &q)?;
+        Ok(scored_reply(got, q.scores, self.proto))
+    }
+
+    fn zrangestore(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let (dst, src) = (&args[1], &args[2]);
+        let q = Self::parse_range(&args[3..], true)?;
+        let got = self.run_range(src, &q)?;
+        self.store_scored(dst, got)
+    }
+
+    /// Replaces `dst` (of any type) with sorted set `items`; the count.
+    fn store_scored(&mut self, dst: &[u8], items: Scored) -> Res<Reply> {
+        let old = self.lookup(dst)?;
+        let mut writes = Vec::new();
+        let n = items.len();
+        if items.is_empty() {
+            if old.is_some() {
+                writes.push((keys::meta(dst), None));
+            }
+        } else {
+            let mut m = Meta::collection(Type::ZSet, self.new_version()?);
+            for (mem, s) in &items {
+                self.check_element(dst, mem, "member")?;
+                self.set_score(dst, &m, mem, *s, None, &mut writes);
+            }
+            m.set_count(n as u64);
+            self.put(dst, &m, None, &mut writes);
+        }
+        self.write(writes);
+        Ok(Reply::Int(n as i64))
+    }
+
+    /// ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX and
+    /// ZREVRANGE, as forms of ZRANGE.
+    fn zrange_old(&mut self, name: &str, args: &[Vec<u8>]) -> Res<Reply> {
+        let mut a: Vec<Vec<u8>> = args[2..4].to_vec();
+        match name {
+            "zrangebyscore" => a.push(b"byscore".to_vec()),
+            "zrevrangebyscore" => a.extend([b"byscore".to_vec(), b"rev".to_vec()]),
+            "zrangebylex" => a.push(b"bylex".to_vec()),
+            "zrevrangebylex" => a.extend([b"bylex".to_vec(), b"rev".to_vec()]),
+            _ => a.push(b"rev".to_vec()),
+        }
+        let rest = &args[4..];
+        let mut i = 0;
+        while i < rest.len() {
+            let opt = rest[i].to_ascii_lowercase();
+            match opt.as_slice() {
+                b"withscores" if !name.ends_with("lex") => a.push(opt),
+                b"limit" if name != "zrevrange" && i + 2 < rest.len() => {
+                    a.extend([opt, rest[i + 1].clone(), rest[i + 2].clone()]);
+                    i += 2;
+                }
+                _ => return Err(syntax_error()),
+            }
+            i += 1;
+        }
+        let q = Self::parse_range(&a, false)?;
+        let got = self.run_range(&args[1], &q)?;
+        Ok(scored_reply(got, q.scores, self.proto))
+    }
+
+    fn zcount(&mut self, key: &[u8], min: &[u8], max: &[u8], lex: bool) -> Res<Reply> {
+        let q = if lex {
+            let empty = min == b"+" || max == b"-";
+            RangeQuery {
+                range: Range::Lex(lex_bound(min)?, lex_bound(max)?, empty),
+                rev: false,
+                limit: None,
+                scores: false,
+            }
+        } else {
+            RangeQuery {
+                range: Range::Score(score_bound(min)?, score_bound(max)?),
+                rev: false,
+                limit: None,
+                scores: false,
+            }
+        };
+        Ok(Reply::Int(self.run_range(key, &q)?.len() as i64))
+    }
+
+    /// Pops up to `count` members with the lowest (or highest) scores.
+    fn zpop(&mut self, key: &[u8], m: &Meta, count: u64, max: bool) -> Res<(Scored, Writes)> {
+        let len = m.count();
+        let n = count.min(len);
+        let got = if max {
+            let mut r = self.rank_range(key, m, len - n, len - 1)?;
+            r.reverse();
+            r
+        } else {
+            self.rank_range(key, m, 0, n.saturating_sub(1))?
+        };
+        let mut writes = Vec::new();
+        self.remove_scored(key, m, &got, &mut writes);
+        Ok((got, writes))
+    }
+
+    fn zpop_command(&mut self, args: &[Vec<u8>], max: bool) -> Res<Reply> {
+        let key = &args[1];
+        let count = match args.len() {
+            2 => None,
+            3 => match integer(&args[2]) {
+                Some(n) if n >= 0 => Some(n as u64),
+                Some(_) => return Err(Reply::err("value is out of range, must be positive")),
+                None => return Err(not_integer()),
+            },
+            _ => return Err(syntax_error()),
+        };
+        let Some(m) = self.zset(key)? else {
+            return Ok(Reply::Array(vec![]));
+        };
+        if count == Some(0) {
+            return Ok(Reply::Array(vec![]));
+        }
+        let (got, writes) = self.zpop(key, &m, count.unwrap_or(1), max)?;
+        self.write(writes);
+        Ok(scored_reply(
+            got,
+            true,
+            if count.is_some() { self.proto } else { 2 },
+        ))
+    }
+
+    fn zmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let n = match integer(&args[0]) {
+            Some(n) if n > 0 => n as usize,
+            _ => return Err(Reply::err("numkeys should be greater than 0")),
+        };
+        if args.len() < n + 2 {
+            return Err(syntax_error());
+        }
+        let names = &args[1..=n];
+        let max = match args[n + 1].to_ascii_lowercase().as_slice() {
+            b"min" => false,
+            b"max" => true,
+            _ => return Err(syntax_error()),
+        };
+        let count = match &args[n + 2..] {
+            [] => 1,
+            [opt, v] if opt.eq_ignore_ascii_case(b"count") => match integer(v) {
+                Some(c) if c > 0 => c as u64,
+                _ => return Err(Reply::err("count should be greater than 0")),
+            },
+            _ => return Err(syntax_error()),
+        };
+        for k in names {
+            self.check_key(k)?;
+        }
+        for k in names {
+            if let Some(m) = self.zset(k)? {
+                let (got, writes) = self.zpop(k, &m, count, max)?;
+                self.write(writes);
+                let items = got
+                    .into_iter()
+                    .map(|(mem, s)| Reply::Array(vec![Reply::Bulk(mem), Reply::Double(s)]))
+                    .collect();
+                return Ok(Reply::Array(vec![
+                    Reply::Bulk(k.clone()),
+                    Reply::Array(items),
+                ]));
+            }
+        }
+        Ok(Reply::NilArray)
+    }
+
+    fn zremrange(&mut self, name: &str, key: &[u8], a: &[u8], b: &[u8]) -> Res<Reply> {
+        let range = match name {
+            "zremrangebyrank" => {
+                let (Some(x), Some(y)) = (integer(a), integer(b)) else {
+                    return Err(not_integer());
+                };
+                Range::Rank(x, y)
+            }
+            "zremrangebyscore" => Range::Score(score_bound(a)?, score_bound(b)?),
+            _ => Range::Lex(lex_bound(a)?, lex_bound(b)?, a == b"+" || b == b"-"),
+        };
+        let q = RangeQuery {
+            range,
+            rev: false,
+            limit: None,
+            scores: false,
+        };
+        let Some(m) = self.zset(key)? else {
+            return Ok(Reply::Int(0));
+        };
+        let got = self.run_range(key, &q)?;
+        if got.is_empty() {
+            return Ok(Reply::Int(0));
+        }
+        let mut writes = Vec::new();
+        self.remove_scored(key, &m, &got, &mut writes);
+        self.write(writes);
+        Ok(Reply::Int(got.len() as i64))
+    }
+
+    /// A sorted set or a set (scores of 1) named as an input of ZUNION and
+    /// the rest; a missing key is empty.
+    fn scored_input(&mut self, key: &[u8]) -> Res<Option<Scored>> {
+        match self.lookup(key)? {
+            None => Ok(None),
+            Some(m) if m.kind == Type::ZSet => Ok(Some(self.all_scored(key, &m)?)),
+            Some(m) if m.kind == Type::Set => Ok(Some(
+                self.elements(key, m.version, MEMBER, usize::MAX)?
+                    .into_iter()
+                    .map(|(mem, _)| (mem, 1.0))
+                    .collect(),
+            )),
+            Some(_) => Err(wrong_type()),
+        }
+    }
+
+    fn zcombine(&mut self, name: &str, store: Option<&Vec<u8>>, args: &[Vec<u8>]) -> Res<Reply> {
+        let op = match name.trim_end_matches("store") {
+            "zunion" => Combine::Union,
+            "zinter" => Combine::Inter,
+            _ => Combine::Diff,
+        };
+        let n = match integer(&args[0]) {
+            Some(n) if n > 0 => n as usize,
+            Some(_) if store.is_some() => {
+                return Err(Reply::err(format!(
+                    "at least 1 input key is needed for '{name}' command"
+                )))
+            }
+            Some(_) => {
+                return Err(Reply::err(format!(
+                    "at least 1 input key is needed for '{name}' command"
+                )))
+            }
+            None => return Err(not_integer()),
+        };
+        if args.len() < n + 1 {
+            return Err(syntax_error());
+        }
+        let names = &args[1..=n];
+        let mut weights = vec![1.0; n];
+        let mut agg = Aggregate::Sum;
+        let mut scores = false;
+        let mut i = n + 1;
+        while i < args.len() {
+            match args[i].to_ascii_lowercase().as_slice() {
+                b"weights" if op != Combine::Diff && i + n < args.len() => {
+                    for (j, w) in weights.iter_mut().enumerate() {
+                        *w = float(&args[i + 1 + j])
+                            .ok_or_else(|| Reply::err("weight value is not a float"))?;
+                    }
+                    i += n;
+                }
+                b"aggregate" if op != Combine::Diff && i + 1 < args.len() => {
+                    agg = match args[i + 1].to_ascii_lowercase().as_slice() {
+                        b"sum" => Aggregate::Sum,
+                        b"min" => Aggregate::Min,
+                        b"max" => Aggregate::Max,
+                        _ => return Err(syntax_error()),
+                    };
+                    i += 1;
+                }
+                b"withscores" if store.is_none() => scores = true,
+                _ => return Err(syntax_error()),
+            }
+            i += 1;
+        }
+        if let Some(d) = store {
+            self.check_key(d)?;
+        }
+        for k in names {
+            self.check_key(k)?;
+        }
+        let mut inputs = Vec::with_capacity(n);
+        for k in names {
+            inputs.push(self.scored_input(k)?);
+        }
+        let result = combine(op, agg, &weights, inputs);
+        match store {
+            Some(dst) => self.store_scored(dst, result),
+            None => Ok(scored_reply(result, scores, self.proto)),
+        }
+    }
+
+    fn zintercard(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let n = match integer(&args[0]) {
+            Some(n) if n > 0 => n as usize,
+            _ => return Err(Reply::err("numkeys should be greater than 0")),
+        };
+        if args.len() < n + 1 {
+            return Err(Reply::err(
+                "Number of keys can't be greater than number of args",
+            ));
+        }
+        let limit = match &args[n + 1..] {
+            [] => 0,
+            [opt, v] if opt.eq_ignore_ascii_case(b"limit") => match integer(v) {
+                Some(l) if l >= 0 => l as usize,
+                Some(_) => return Err(Reply::err("LIMIT can't be negative")),
+                None => return Err(not_integer()),
+            },
+            _ => return Err(syntax_error()),
+        };
+        let mut inputs = Vec::with_capacity(n);
+        for k in &args[1..=n] {
+            self.check_key(k)?;
+            inputs.push(self.scored_input(k)?);
+        }
+        let mut c = combine(Combine::Inter, Aggregate::Sum, &vec![1.0; n], inputs).len();
+        if limit > 0 {
+            c = c.min(limit);
+        }
+        Ok(Reply::Int(c as i64))
+    }
+
+    fn zrandmember(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let key = &args[1];
+        let (count, scores) = match &args[2..] {
+            [] => (None, false),
+            [c] => (Some(integer(c).ok_or_else(not_integer)?), false),
+            [c, w] if w.eq_ignore_ascii_case(b"withscores") => {
+                (Some(integer(c).ok_or_else(not_integer)?), true)
+            }
+            _ => return Err(syntax_error()),
+        };
+        if count == Some(i64::MIN) || count.is_some_and(|c| c.unsigned_abs() > i64::MAX as u64 / 2)
+        {
+            return Err(Reply::err("value is out of range"));
+        }
+        let Some(m) = self.zset(key)? else {
+            return Ok(if count.is_some() {
+                Reply::Array(vec![])
+            } else {
+                Reply::Nil
+            });
+        };
+        let mut all = self.all_scored(key, &m)?;
+        let mut rng = rand::rng();
+        let picked: Scored = match count {
+            None => {
+                return Ok(all
+                    .choose(&mut rng)
+                    .map_or(Reply::Nil, |(mem, _)| Reply::Bulk(mem.clone())))
+            }
+            Some(c) if c >= 0 => {
+                all.shuffle(&mut rng);
+                all.truncate(c as usize);
+                all
+            }
+            Some(c) => (0..c.unsigned_abs())
+                .filter_map(|_| all.choose(&mut rng).cloned())
+                .collect(),
+        };
+        Ok(scored_reply(picked, scores, self.proto))
+    }
+}
+
+fn combine(op: Combine, agg: Aggregate, weights: &[f64], inputs: Vec<Option<Scored>>) -> Scored {
+    let mut acc: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
+    let apply = |a: f64, b: f64| {
+        let r = match agg {
+            Aggregate::Sum => a + b,
+            Aggregate::Min => a.min(b),
+            Aggregate::Max => a.max(b),
+        };
+        if r.is_nan() {
+            0.0
+        } else {
+            r
+        }
+    };
+    let weighted = |s: f64, w: f64| {
+        let r = s * w;
+        if r.is_nan() {
+            0.0
+        } else {
+            r
+        }
+    };
+    for (i, input) in inputs.into_iter().enumerate() {
+        let items = input.unwrap_or_default();
+        match op {
+            Combine::Union => {
+                for (mem, s) in items {
+                    let s = weighted(s, weights[i]);
+                    acc.entry(mem)
+                        .and_modify(|a| *a = apply(*a, s))
+                        .or_insert(s);
+                }
+            }
+            Combine::Inter => {
+                let next: BTreeMap<Vec<u8>, f64> = items
+                    .into_iter()
+                    .map(|(m, s)| (m, weighted(s, weights[i])))
+                    .collect();
+                if i == 0 {
+                    acc = next;
+                } else {
+                    acc = acc
+                        .into_iter()
+                        .filter_map(|(m, a)| next.get(&m).map(|s| (m, apply(a, *s))))
+                        .collect();
+                }
+            }
+            Combine::Diff => {
+                if i == 0 {
+                    acc = items.into_iter().collect();
+                } else {
+                    for (m, _) in items {
+                        acc.remove(&m);
+                    }
+                }
+            }
+        }
+    }
+    let mut out: Scored = acc.into_iter().collect();
+    out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_score_encoding_keeps_the_order_of_doubles() {
+        let scores = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1.0,
+            -f64::MIN_POSITIVE,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            2.5,
+            1e300,
+            f64::INFINITY,
+        ];
+        for w in scores.windows(2) {
+            assert!(ordered(w[0]) < ordered(w[1]), "{} {}", w[0], w[1]);
+        }
+        for s in scores {
+            assert_eq!(from_ordered(&ordered(s)), s);
+        }
+        assert_eq!(ordered(-0.0), ordered(0.0));
+    }
+}

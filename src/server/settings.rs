@@ -1,0 +1,255 @@
+//! CONFIG GET and CONFIG SET: the server's settings under Redis's names.
+//!
+//! Three kinds: settings the device map fixes (CONFIG SET says so and
+//! changes nothing); settings applied at run time (`appendfsync` is the
+//! durability new connections start at, `hz` how often the active expiry
+//! cycle runs); and Redis settings that have nothing to act on in Stria
+//! (the thresholds of Redis's small encodings: Stria has one encoding per
+//! type; snapshot and replica settings: Stria's data is always on its
+//! devices and it has no replicas), which CONFIG SET takes and CONFIG GET
+//! reports so that clients and tools that set them keep working.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+use super::glob;
+use super::ServerOptions;
+use crate::config::Durability;
+
+/// How a setting's value is checked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Int,
+    Bool,
+    Text,
+    Enum(&'static [&'static str]),
+}
+
+/// Redis settings that have nothing to act on in Stria, with Redis's
+/// defaults.
+const INERT: &[(&str, &str, Form)] = &[
+    ("save", "", Form::Text),
+    ("hash-max-listpack-entries", "128", Form::Int),
+    ("hash-max-listpack-value", "64", Form::Int),
+    ("hash-max-ziplist-entries", "128", Form::Int),
+    ("hash-max-ziplist-value", "64", Form::Int),
+    ("list-max-listpack-size", "-2", Form::Int),
+    ("list-max-ziplist-size", "-2", Form::Int),
+    ("list-compress-depth", "0", Form::Int),
+    ("set-max-intset-entries", "512", Form::Int),
+    ("set-max-listpack-entries", "128", Form::Int),
+    ("set-max-listpack-value", "64", Form::Int),
+    ("zset-max-listpack-entries", "128", Form::Int),
+    ("zset-max-listpack-value", "64", Form::Int),
+    ("zset-max-ziplist-entries", "128", Form::Int),
+    ("zset-max-ziplist-value", "64", Form::Int),
+    ("stream-node-max-bytes", "4096", Form::Int),
+    ("stream-node-max-entries", "100", Form::Int),
+    ("activerehashing", "yes", Form::Bool),
+    ("lazyfree-lazy-eviction", "no", Form::Bool),
+    ("lazyfree-lazy-expire", "no", Form::Bool),
+    ("lazyfree-lazy-server-del", "no", Form::Bool),
+    ("lazyfree-lazy-user-del", "no", Form::Bool),
+    ("lazyfree-lazy-user-flush", "no", Form::Bool),
+    ("rdb-key-save-delay", "0", Form::Int),
+    ("rdbcompression", "yes", Form::Bool),
+    ("aof-use-rdb-preamble", "yes", Form::Bool),
+    ("replica-read-only", "yes", Form::Bool),
+    ("slowlog-log-slower-than", "10000", Form::Int),
+    ("slowlog-max-len", "128", Form::Int),
+    ("latency-tracking", "yes", Form::Bool),
+    ("latency-monitor-threshold", "0", Form::Int),
+    ("notify-keyspace-events", "", Form::Text),
+    ("maxmemory-policy", "noeviction", Form::Text),
+    ("lua-time-limit", "5000", Form::Int),
+    ("busy-reply-threshold", "5000", Form::Int),
+    ("active-expire-effort", "1", Form::Int),
+    ("close-on-oom", "no", Form::Bool),
+];
+
+/// How the settings stand.
+pub struct Settings {
+    /// The durability new connections start at (`appendfsync`).
+    durability: AtomicU8,
+    /// Active expiry cycles a second (`hz`).
+    hz: AtomicU64,
+    inert: Mutex<Vec<(&'static str, String, Form)>>,
+    /// What the device map fixes, by Redis's names.
+    fixed: Vec<(&'static str, String)>,
+}
+
+fn level_code(d: Durability) -> u8 {
+    match d {
+        Durability::None => 0,
+        Durability::Async => 1,
+        Durability::Write => 2,
+        Durability::Sync => 3,
+    }
+}
+
+fn appendfsync(d: Durability) -> &'static str {
+    match d {
+        Durability::Sync => "always",
+        Durability::Write | Durability::Async => "everysec",
+        Durability::None => "no",
+    }
+}
+
+fn invalid(name: &str, why: &str) -> String {
+    format!("CONFIG SET failed (possibly related to argument '{name}') - {why}")
+}
+
+fn check(form: Form, name: &str, value: &str) -> Result<String, String> {
+    match form {
+        Form::Int => value
+            .parse::<i64>()
+            .map(|n| n.to_string())
+            .map_err(|_| invalid(name, "argument couldn't be parsed into an integer")),
+        Form::Bool => match value.to_ascii_lowercase().as_str() {
+            v @ ("yes" | "no") => Ok(v.to_string()),
+            _ => Err(invalid(name, "argument must be 'yes' or 'no'")),
+        },
+        Form::Text => Ok(value.to_string()),
+        Form::Enum(allowed) => {
+            let v = value.to_ascii_lowercase();
+            if allowed.contains(&v.as_str()) {
+                Ok(v)
+            } else {
+                Err(invalid(
+                    name,
+                    "argument(s) must be one of the following: always, everysec, no",
+                ))
+            }
+        }
+    }
+}
+
+impl Settings {
+    pub fn new(o: &ServerOptions, port: u16, ip: String) -> Settings {
+        Settings {
+            durability: AtomicU8::new(level_code(o.durability)),
+            hz: AtomicU64::new(10),
+            inert: Mutex::new(
+                INERT
+                    .iter()
+                    .map(|(n, v, f)| (*n, v.to_string(), *f))
+                    .collect(),
+            ),
+            fixed: vec![
+                ("port", port.to_string()),
+                ("bind", ip),
+                ("databases", "1".into()),
+                ("appendonly", "yes".into()),
+                ("maxclients", o.max_clients.to_string()),
+                ("proto-max-bulk-len", o.limits.max_bulk.to_string()),
+                ("client-query-buffer-limit", o.limits.max_query.to_string()),
+                (
+                    "protected-mode",
+                    if o.password.is_some() { "no" } else { "yes" }.into(),
+                ),
+                ("maxmemory", "0".into()),
+                ("timeout", "0".into()),
+                ("io-threads", "1".into()),
+                ("daemonize", "no".into()),
+            ],
+        }
+    }
+
+    /// The durability a new connection starts at.
+    pub fn durability(&self) -> Durability {
+        match self.durability.load(Ordering::Relaxed) {
+            0 => Durability::None,
+            1 => Durability::Async,
+            2 => Durability::Write,
+            _ => Durability::Sync,
+        }
+    }
+
+    /// Active expiry cycles a second.
+    pub fn hz(&self) -> u64 {
+        self.hz.load(Ordering::Relaxed)
+    }
+
+    /// Every setting whose name matches one of `patterns`, once each.
+    pub fn get(&self, patterns: &[Vec<u8>]) -> Vec<(String, String)> {
+        let mut all: Vec<(String, String)> = self
+            .fixed
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.clone()))
+            .collect();
+        all.push(("appendfsync".into(), appendfsync(self.durability()).into()));
+        all.push(("hz".into(), self.hz().to_string()));
+        for (n, v, _) in self.inert.lock().expect("settings lock").iter() {
+            all.push((n.to_string(), v.clone()));
+        }
+        all.into_iter()
+            .filter(|(n, _)| {
+                patterns
+                    .iter()
+                    .any(|p| glob::matches(&p.to_ascii_lowercase(), n.as_bytes()))
+            })
+            .collect()
+    }
+
+    /// Sets every `name value` pair, or none if one is refused.
+    pub fn set(&self, pairs: &[Vec<u8>]) -> Result<(), String> {
+        if pairs.is_empty() || pairs.len() % 2 != 0 {
+            return Err("wrong number of arguments for 'config|set' command".into());
+        }
+        let mut inert = self.inert.lock().expect("settings lock");
+        let mut changes: Vec<(String, String)> = Vec::new();
+        for pair in pairs.chunks(2) {
+            let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+            let value = String::from_utf8_lossy(&pair[1]).into_owned();
+            if changes.iter().any(|(n, _)| *n == name) {
+                return Err(invalid(&name, "duplicate parameter"));
+            }
+            let checked = if name == "appendfsync" {
+                check(Form::Enum(&["always", "everysec", "no"]), &name, &value)?
+            } else if name == "hz" {
+                match value.parse::<u64>() {
+                    Ok(n) => n.clamp(1, 500).to_string(),
+                    Err(_) => {
+                        return Err(invalid(
+                            &name,
+                            "argument couldn't be parsed into an integer",
+                        ))
+                    }
+                }
+            } else if self.fixed.iter().any(|(n, _)| *n == name) {
+                return Err(invalid(
+                    &name,
+                    "can't set immutable config (Stria's device map fixes it)",
+                ));
+            } else if let Some((_, _, form)) = inert.iter().find(|(n, _, _)| *n == name) {
+                check(*form, &name, &value)?
+            } else {
+                return Err(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{name}'"
+                ));
+            };
+            changes.push((name, checked));
+        }
+        for (name, value) in changes {
+            match name.as_str() {
+                "appendfsync" => {
+                    let d = match value.as_str() {
+                        "always" => Durability::Sync,
+                        "everysec" => Durability::Write,
+                        _ => Durability::None,
+                    };
+                    self.durability.store(level_code(d), Ordering::Relaxed);
+                }
+                "hz" => self
+                    .hz
+                    .store(value.parse().expect("checked"), Ordering::Relaxed),
+                _ => {
+                    if let Some(slot) = inert.iter_mut().find(|(n, _, _)| *n == name) {
+                        slot.1 = value;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
