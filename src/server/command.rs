@@ -77,7 +77,7 @@ impl<'a> Conn<'a> {
             "auth" => Outcome::Reply(self.auth(&args[1..])),
             "hello" => Outcome::Reply(self.hello(&args[1..])),
             "client" => Outcome::Reply(self.client_command(&args[1..])),
-            "info" => Outcome::Reply(self.info(args.get(1).map(|a| show(a)))),
+            "info" => Outcome::Reply(self.info(&args[1..])),
             "config" => Outcome::Reply(self.config(&args[1..])),
             "command" => Outcome::Reply(command_command(&args[1..])),
             "waitaof" => Outcome::Reply(self.waitaof(&args[1..])),
@@ -290,29 +290,23 @@ impl<'a> Conn<'a> {
         }
     }
 
-    fn info(&mut self, section: Option<String>) -> Reply {
+    fn info(&mut self, args: &[Vec<u8>]) -> Reply {
         let s = self.shared;
-        let want = section.as_deref().map(str::to_ascii_lowercase);
-        let all = matches!(
-            want.as_deref(),
-            None | Some("all" | "default" | "everything")
-        );
+        let names: Vec<String> = args.iter().map(|a| show(a)).collect();
+        let wanted = super::info::wanted(&names);
         let mut text = String::new();
-        if all || want.as_deref() == Some("server") {
+        if wanted.contains(&"server") {
             text.push_str(&super::server_section(s));
         }
-        if all || want.as_deref() == Some("keyspace") {
-            text.push_str(&format!(
-                "# Keyspace\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\r\n",
-                s.hits.load(Ordering::Relaxed),
-                s.misses.load(Ordering::Relaxed)
-            ));
-        }
         text.push_str(&super::info::engine_sections(
-            &s.engine,
-            &s.metrics,
-            section.as_deref(),
+            &s.engine, &s.metrics, &wanted,
         ));
+        if wanted.contains(&"keyspace") {
+            if !text.is_empty() {
+                text.push_str("\r\n");
+            }
+            text.push_str(&self.keyspace_section());
+        }
         Reply::Verbatim(text)
     }
 }

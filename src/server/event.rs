@@ -34,6 +34,7 @@ use super::conn::{Conn, Input, Taken};
 use super::expiry::Expiry;
 use super::resp::{Parser, Reply};
 use super::shard::Shard;
+use super::sweep::Sweep;
 use super::{Client, Shared};
 use crate::wal::Notify;
 
@@ -159,6 +160,7 @@ struct Loop<'a> {
     /// Connections with replies waiting for writes.
     waiting: Vec<usize>,
     expiry: Expiry,
+    sweep: Sweep,
 }
 
 fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
@@ -172,6 +174,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
         work: Vec::new(),
         waiting: Vec::new(),
         expiry: Expiry::default(),
+        sweep: Sweep::default(),
     };
     let mut events = Events::with_capacity(1024);
     let mut deadline: Option<Instant> = None;
@@ -337,6 +340,7 @@ impl<'a> Loop<'a> {
         self.shard.retire();
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
+        self.sweep.run(self.shared, &self.shard);
         // Replies whose writes were acknowledged.
         for i in std::mem::take(&mut self.waiting) {
             let Some(c) = self.conns[i].as_mut() else {

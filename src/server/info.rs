@@ -19,6 +19,8 @@ pub const SECTIONS: &[&str] = &[
     "memory",
     "persistence",
     "stats",
+    "replication",
+    "cpu",
     "wal",
     "memstore",
     "devices",
@@ -27,25 +29,71 @@ pub const SECTIONS: &[&str] = &[
     "latencystats",
 ];
 
-/// The INFO text of `section` (case-insensitive): `None`, `all`, `default`
-/// or `everything` give every section; an unknown name gives an empty
-/// string, as Redis does.
+/// Every section INFO prints, in order: the server's own first
+/// (`server`) and last (`keyspace`), this module's between.
+const ORDER: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "wal",
+    "memstore",
+    "devices",
+    "reactors",
+    "commandstats",
+    "latencystats",
+    "keyspace",
+];
+
+/// The sections INFO's arguments ask for (any case), in order, each
+/// once: none or `default` give all but the per-command ones, `all` and
+/// `everything` all; unknown names give nothing, as in Redis.
+pub fn wanted(args: &[String]) -> Vec<&'static str> {
+    let default = |s: &&str| !matches!(*s, "commandstats" | "latencystats");
+    let mut want = vec![false; ORDER.len()];
+    let args: Vec<String> = if args.is_empty() {
+        vec!["default".into()]
+    } else {
+        args.iter().map(|a| a.to_ascii_lowercase()).collect()
+    };
+    for a in &args {
+        for (i, s) in ORDER.iter().enumerate() {
+            want[i] |= match a.as_str() {
+                "all" | "everything" => true,
+                "default" => default(s),
+                name => name == *s,
+            };
+        }
+    }
+    ORDER
+        .iter()
+        .zip(want)
+        .filter_map(|(s, w)| w.then_some(*s))
+        .collect()
+}
+
+/// The INFO text of the `wanted` sections this module makes (others are
+/// left out).
 pub fn engine_sections<D: Device<Queue: Send> + Clone>(
     engine: &Engine<D>,
     server: &ServerMetrics,
-    section: Option<&str>,
+    wanted: &[&str],
 ) -> String {
-    let wanted: Vec<&str> = match section.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("all" | "default" | "everything") => SECTIONS.to_vec(),
-        Some(name) => match SECTIONS.iter().find(|s| **s == name) {
-            Some(s) => vec![*s],
-            None => return String::new(),
-        },
-    };
-    // Only the sections with engine figures pay for a snapshot.
-    let needs_engine = wanted
+    let wanted: Vec<&str> = SECTIONS
         .iter()
-        .any(|s| !matches!(*s, "clients" | "stats" | "commandstats" | "latencystats"));
+        .copied()
+        .filter(|s| wanted.contains(s))
+        .collect();
+    // Only the sections with engine figures pay for a snapshot.
+    let needs_engine = wanted.iter().any(|s| {
+        !matches!(
+            *s,
+            "clients" | "stats" | "commandstats" | "latencystats" | "replication" | "cpu"
+        )
+    });
     let stats = needs_engine.then(|| engine.stats());
     let mut out = String::new();
     for name in wanted {
@@ -58,6 +106,8 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
             ("stats", _) => stats_section(&mut w, server),
             ("commandstats", _) => commandstats(&mut w, server),
             ("latencystats", _) => latencystats(&mut w, server),
+            ("replication", _) => replication(&mut w),
+            ("cpu", _) => cpu(&mut w),
             ("memory", Some(s)) => memory(&mut w, s),
             ("persistence", Some(s)) => persistence(&mut w, s),
             ("wal", Some(s)) => wal(&mut w, s),
@@ -68,6 +118,34 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
         }
     }
     out
+}
+
+/// No replicas: a master with none, as Redis reports one.
+fn replication(w: &mut Section) {
+    w.kv("role", "master");
+    w.kv("connected_slaves", 0);
+    w.kv("master_failover_state", "no-failover");
+    w.kv("master_replid", "0000000000000000000000000000000000000000");
+    w.kv("master_repl_offset", 0);
+    w.kv("repl_backlog_active", 0);
+}
+
+/// The process's CPU time, from getrusage.
+fn cpu(w: &mut Section) {
+    let usage = |who| {
+        // SAFETY: getrusage writes only into the struct it is given.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid rusage to write into.
+        unsafe { libc::getrusage(who, &mut ru) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (secs(ru.ru_stime), secs(ru.ru_utime))
+    };
+    let (sys, user) = usage(libc::RUSAGE_SELF);
+    let (csys, cuser) = usage(libc::RUSAGE_CHILDREN);
+    w.kv("used_cpu_sys", format_args!("{sys:.6}"));
+    w.kv("used_cpu_user", format_args!("{user:.6}"));
+    w.kv("used_cpu_sys_children", format_args!("{csys:.6}"));
+    w.kv("used_cpu_user_children", format_args!("{cuser:.6}"));
 }
 
 /// Writes one section's lines.
@@ -430,7 +508,7 @@ mod tests {
         server.command("get", Duration::from_micros(12), false);
         server.command("set", Duration::from_micros(30), true);
 
-        let all = engine_sections(&engine, &server, None);
+        let all = engine_sections(&engine, &server, &wanted(&["all".into()]));
         let sections = parse(&all);
         let titles: Vec<&str> = sections.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(
@@ -440,6 +518,8 @@ mod tests {
                 "Memory",
                 "Persistence",
                 "Stats",
+                "Replication",
+                "Cpu",
                 "WAL",
                 "Memstore",
                 "Devices",
@@ -512,22 +592,33 @@ mod tests {
         assert!(get("Latencystats", "latency_percentiles_usec_get").starts_with("p50="));
 
         // One section, any case; the aliases of everything; unknown: nothing.
-        let clients = engine_sections(&engine, &server, Some("CLIENTS"));
+        let clients = engine_sections(&engine, &server, &wanted(&["CLIENTS".into()]));
         assert!(
             clients.starts_with(
                 "# Clients\r\nconnected_clients:1\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
             ),
             "{clients}"
         );
-        let wal = engine_sections(&engine, &server, Some("wal"));
+        let wal = engine_sections(&engine, &server, &wanted(&["wal".into()]));
         assert!(wal.starts_with("# WAL\r\nwal_devices:2\r\n"), "{wal}");
         assert_eq!(parse(&wal).len(), 1);
-        for alias in ["all", "DEFAULT", "everything"] {
-            let text = engine_sections(&engine, &server, Some(alias));
+        for alias in ["all", "everything"] {
+            let text = engine_sections(&engine, &server, &wanted(&[alias.into()]));
             assert_eq!(parse(&text).len(), SECTIONS.len(), "{alias}");
         }
-        assert_eq!(engine_sections(&engine, &server, Some("nosuch")), "");
-        assert_eq!(engine_sections(&engine, &server, Some("server")), "");
+        let default = engine_sections(&engine, &server, &wanted(&[]));
+        assert_eq!(parse(&default).len(), SECTIONS.len() - 2);
+        assert!(!default.contains("rejected_calls"));
+        assert_eq!(
+            wanted(&["cpu".into(), "DEFAULT".into(), "cpu".into()]),
+            wanted(&[])
+        );
+        assert_eq!(wanted(&["cpu".into(), "sentinel".into()]), ["cpu"]);
+        assert_eq!(
+            engine_sections(&engine, &server, &wanted(&["nosuch".into()])),
+            ""
+        );
+        assert_eq!(engine_sections(&engine, &server, &["server"]), "");
         engine.close().expect("close");
     }
 

@@ -26,6 +26,7 @@ pub mod resp;
 mod run;
 mod settings;
 mod shard;
+mod sweep;
 mod table;
 
 pub use run::serve;

@@ -8,6 +8,7 @@ mod harness;
 
 mod bad_input;
 mod client;
+mod collections;
 mod expire;
 mod held;
 mod kill9;

@@ -25,6 +25,7 @@ impl<'a> Conn<'a> {
             "hincrby" => self.hincrby(&args[1], &args[2], &args[3]),
             "hincrbyfloat" => self.hincrbyfloat(&args[1], &args[2], &args[3]),
             "hscan" => self.element_scan(&args[1], Type::Hash, &args[2..]),
+            "hrandfield" => self.hrandfield(&args[1], &args[2..]),
             _ => return None,
         })
     }
@@ -226,5 +227,58 @@ impl<'a> Conn<'a> {
         let text = format_float(next);
         self.set_fields(key, &[(field, text.as_bytes())])?;
         Ok(Reply::bulk(text))
+    }
+
+    /// HRANDFIELD: distinct fields for a count from 0 up, repeats allowed
+    /// for a negative count.
+    fn hrandfield(&mut self, key: &[u8], rest: &[Vec<u8>]) -> Res<Reply> {
+        use rand::seq::{IndexedRandom, SliceRandom};
+        let (count, values) = match rest {
+            [] => (None, false),
+            [c] => (Some(integer(c).ok_or_else(not_integer)?), false),
+            [c, w] if w.eq_ignore_ascii_case(b"withvalues") => {
+                (Some(integer(c).ok_or_else(not_integer)?), true)
+            }
+            _ => return Err(crate::server::cmd::syntax_error()),
+        };
+        if count.is_some_and(|c| c.unsigned_abs() > i64::MAX as u64 / 2) {
+            return Err(Reply::err("value is out of range"));
+        }
+        let Some(m) = self.hash(key)? else {
+            return Ok(if count.is_some() {
+                Reply::Array(vec![])
+            } else {
+                Reply::Nil
+            });
+        };
+        let mut all = self.elements(key, m.version, FIELD, usize::MAX)?;
+        let mut rng = rand::rng();
+        let picked: Vec<(Vec<u8>, Vec<u8>)> = match count {
+            None => {
+                return Ok(all
+                    .choose(&mut rng)
+                    .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f.clone())))
+            }
+            Some(c) if c >= 0 => {
+                all.shuffle(&mut rng);
+                all.truncate(c as usize);
+                all
+            }
+            Some(c) => (0..c.unsigned_abs())
+                .filter_map(|_| all.choose(&mut rng).cloned())
+                .collect(),
+        };
+        let mut out = Vec::new();
+        for (f, v) in picked {
+            if values && self.proto >= 3 {
+                out.push(Reply::Array(vec![Reply::Bulk(f), Reply::Bulk(v)]));
+            } else {
+                out.push(Reply::Bulk(f));
+                if values {
+                    out.push(Reply::Bulk(v));
+                }
+            }
+        }
+        Ok(Reply::Array(out))
     }
 }

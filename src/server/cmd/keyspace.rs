@@ -10,9 +10,12 @@ use crate::server::meta::{Meta, Type};
 use crate::server::resp::Reply;
 use crate::server::shard::CHUNK;
 
-/// Redis keys a walk found with their types, and the engine key to go
-/// on from (`None`: the end).
-type Walked = (Vec<(Vec<u8>, Type)>, Option<Vec<u8>>);
+/// A key a walk found: its name, type and whether it has an expiry.
+type Found = (Vec<u8>, Type, bool);
+
+/// Redis keys a walk found, and the engine key to go on from (`None`:
+/// the end).
+type Walked = (Vec<Found>, Option<Vec<u8>>);
 
 /// Where the metadata of the first Redis key can be: after the server's
 /// own keys and the expiry index.
@@ -34,6 +37,9 @@ impl<'a> Conn<'a> {
             "exists" | "touch" => self.exists(&args[1..]),
             "type" => self.key_type(&args[1]),
             "rename" | "renamenx" => self.rename(name, &args[1], &args[2]),
+            "copy" => self.copy(args),
+            "object" => self.object(args),
+            "memory" => self.memory(args),
             "scan" => self.scan(&args[1..]),
             "keys" => self.keys(&args[1]),
             "randomkey" => self.randomkey(),
@@ -91,38 +97,187 @@ impl<'a> Conn<'a> {
         }
         let mut next = m.clone();
         next.version = self.new_version()?;
-        let mut writes: Writes = Vec::new();
-        if m.kind != Type::String {
-            let (start, end) = keys::version_range(from, m.version);
-            let mut at = start.clone();
-            loop {
-                let batch = self.scan_raw(&at, Some(&end), CHUNK)?;
-                let Some((last, _)) = batch.last() else { break };
-                at = last.clone();
-                at.push(0);
-                let n = batch.len();
-                for (k, v) in batch {
-                    // The tag and the element, under the new name and version.
-                    let rest = &k[start.len() - 1..];
-                    self.check_element(to, &rest[1..], "element")?;
-                    writes.push((
-                        keys::element(to, next.version, rest[0], &rest[1..]),
-                        Some(v),
-                    ));
-                }
-                if n < CHUNK {
-                    break;
-                }
-            }
-        }
+        let mut writes = self.copy_elements(from, &m, to, next.version)?;
         self.put(to, &next, None, &mut writes);
         writes.push((keys::meta(from), None));
         self.write(writes);
         Ok(if nx { Reply::Int(1) } else { Reply::ok() })
     }
 
-    /// Whether metadata `raw` of `key` is of a live key, and its type.
-    fn live(&mut self, raw: Vec<u8>) -> Res<Option<Type>> {
+    /// The writes that copy the elements of `from` (`m`) to `to` at
+    /// `version`.
+    fn copy_elements(&mut self, from: &[u8], m: &Meta, to: &[u8], version: u64) -> Res<Writes> {
+        let mut writes: Writes = Vec::new();
+        if m.kind == Type::String {
+            return Ok(writes);
+        }
+        let (start, end) = keys::version_range(from, m.version);
+        let mut at = start.clone();
+        loop {
+            let batch = self.scan_raw(&at, Some(&end), CHUNK)?;
+            let Some((last, _)) = batch.last() else { break };
+            at = last.clone();
+            at.push(0);
+            let n = batch.len();
+            for (k, v) in batch {
+                // The tag and the element, under the new name and version.
+                let rest = &k[start.len() - 1..];
+                self.check_element(to, &rest[1..], "element")?;
+                writes.push((keys::element(to, version, rest[0], &rest[1..]), Some(v)));
+            }
+            if n < CHUNK {
+                break;
+            }
+        }
+        Ok(writes)
+    }
+
+    /// COPY: a new version under the new name, the expiry kept.
+    fn copy(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let (from, to) = (&args[1], &args[2]);
+        let mut replace = false;
+        let mut i = 3;
+        while i < args.len() {
+            match args[i].to_ascii_lowercase().as_slice() {
+                b"replace" => replace = true,
+                b"db" if i + 1 < args.len() => {
+                    match integer(&args[i + 1]) {
+                        Some(0) => {}
+                        Some(_) => return Err(Reply::err("DB index is out of range")),
+                        None => return Err(not_integer()),
+                    }
+                    i += 1;
+                }
+                _ => return Err(syntax_error()),
+            }
+            i += 1;
+        }
+        if from == to {
+            return Err(Reply::err("source and destination objects are the same"));
+        }
+        let Some(m) = self.lookup(from)? else {
+            return Ok(Reply::Int(0));
+        };
+        if !replace && self.lookup(to)?.is_some() {
+            return Ok(Reply::Int(0));
+        }
+        let mut next = m.clone();
+        next.version = self.new_version()?;
+        let mut writes = self.copy_elements(from, &m, to, next.version)?;
+        self.put(to, &next, None, &mut writes);
+        self.write(writes);
+        Ok(Reply::Int(1))
+    }
+
+    /// OBJECT: Stria's encoding names; no access times or frequencies are
+    /// kept, so IDLETIME and FREQ are 0.
+    fn object(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let sub = args[1].to_ascii_lowercase();
+        if sub == b"help" {
+            return Ok(Reply::Array(
+                [
+                    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                    "ENCODING <key>",
+                    "    Return the kind of internal representation used in order to store the value",
+                    "    associated with a <key>.",
+                    "FREQ <key>",
+                    "    Return the access frequency index of the <key> (Stria keeps none: 0).",
+                    "IDLETIME <key>",
+                    "    Return the idle time of the <key> (Stria keeps none: 0).",
+                    "REFCOUNT <key>",
+                    "    Return the number of references of the value associated with the specified",
+                    "    <key> (1).",
+                    "HELP",
+                    "    Print this help.",
+                ]
+                .iter()
+                .map(|l| Reply::Status(l))
+                .collect(),
+            ));
+        }
+        let [_, _, key] = args else {
+            return Err(Reply::err(format!(
+                "unknown subcommand or wrong number of arguments for '{}'. Try OBJECT HELP.",
+                String::from_utf8_lossy(&args[1])
+            )));
+        };
+        self.check_key(key)?;
+        let Some(m) = self.lookup(key)? else {
+            return Ok(Reply::Nil);
+        };
+        Ok(match sub.as_slice() {
+            b"encoding" => Reply::bulk(match m.kind {
+                Type::String => "inline",
+                Type::Hash => "fields",
+                Type::List => "positions",
+                Type::Set => "members",
+                Type::ZSet => "scored",
+            }),
+            b"freq" | b"idletime" => Reply::Int(0),
+            b"refcount" => Reply::Int(1),
+            _ => {
+                return Err(Reply::err(format!(
+                    "unknown subcommand '{}'. Try OBJECT HELP.",
+                    String::from_utf8_lossy(&args[1])
+                )))
+            }
+        })
+    }
+
+    /// MEMORY USAGE: the bytes a key's engine entries take, its elements
+    /// estimated from a sample (5 by default, as Redis; `SAMPLES 0`: all).
+    fn memory(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        let sub = args[1].to_ascii_lowercase();
+        if sub == b"help" {
+            return Ok(Reply::Array(vec![
+                Reply::Status("MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+                Reply::Status("USAGE <key> [SAMPLES <count>]"),
+                Reply::Status("    Return memory in bytes used by <key> and its value."),
+                Reply::Status("HELP"),
+                Reply::Status("    Print this help."),
+            ]));
+        }
+        if sub != b"usage" || args.len() < 3 {
+            return Err(Reply::err(format!(
+                "unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+                String::from_utf8_lossy(&args[1])
+            )));
+        }
+        let key = &args[2];
+        let samples = match &args[3..] {
+            [] => 5,
+            [o, n] if o.eq_ignore_ascii_case(b"samples") => match integer(n) {
+                Some(0) => usize::MAX,
+                Some(n) if n > 0 => n as usize,
+                _ => return Err(not_integer()),
+            },
+            _ => return Err(syntax_error()),
+        };
+        self.check_key(key)?;
+        let Some(m) = self.lookup(key)? else {
+            return Ok(Reply::Nil);
+        };
+        let head = keys::meta(key).len() + m.encode().len();
+        if m.kind == Type::String {
+            return Ok(Reply::Int(head as i64));
+        }
+        let (start, end) = keys::version_range(key, m.version);
+        let got = self.scan_raw(&start, Some(&end), samples.min(CHUNK))?;
+        let per = if got.is_empty() {
+            0
+        } else {
+            got.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() / got.len()
+        };
+        // Sorted sets keep each member twice.
+        let copies = if m.kind == Type::ZSet { 2 } else { 1 };
+        Ok(Reply::Int(
+            (head + per * copies * m.count() as usize) as i64,
+        ))
+    }
+
+    /// Whether metadata `raw` is of a live key: its type and whether it
+    /// has an expiry.
+    fn live(&mut self, raw: Vec<u8>) -> Res<Option<(Type, bool)>> {
         let Some(m) = Meta::decode(raw) else {
             return Ok(None);
         };
@@ -130,7 +285,7 @@ impl<'a> Conn<'a> {
             self.get_raw(keys::FLOOR)?;
             return Ok(None);
         }
-        Ok((!m.expired(self.now)).then_some(m.kind))
+        Ok((!m.expired(self.now)).then_some((m.kind, m.expire_at.is_some())))
     }
 
     /// Up to `count` live Redis keys from engine key `from` on, with their
@@ -162,12 +317,12 @@ impl<'a> Conn<'a> {
                     break;
                 }
                 let kind = self.live(v)?;
-                if let Some(t) = kind {
-                    found.push((user, t));
+                if let Some((t, expires)) = kind {
+                    found.push((user, t, expires));
                 }
                 // A collection's elements follow its metadata: one seek
                 // steps over them all.
-                if kind != Some(Type::String) || found.len() == count {
+                if kind.is_none_or(|(t, _)| t != Type::String) || found.len() == count {
                     break;
                 }
             }
@@ -210,13 +365,13 @@ impl<'a> Conn<'a> {
         };
         let keys = found
             .into_iter()
-            .filter(|(k, t)| {
+            .filter(|(k, t, _)| {
                 pattern
                     .as_ref()
                     .is_none_or(|p| crate::server::glob::matches(p, k))
                     && kind.is_none_or(|want| want == Some(*t))
             })
-            .map(|(k, _)| Reply::Bulk(k))
+            .map(|(k, ..)| Reply::Bulk(k))
             .collect();
         Ok(Reply::Array(vec![
             Reply::bulk(cursor.to_string()),
@@ -235,8 +390,8 @@ impl<'a> Conn<'a> {
             out.extend(
                 found
                     .into_iter()
-                    .filter(|(k, _)| crate::server::glob::matches(pattern, k))
-                    .map(|(k, _)| Reply::Bulk(k)),
+                    .filter(|(k, ..)| crate::server::glob::matches(pattern, k))
+                    .map(|(k, ..)| Reply::Bulk(k)),
             );
             match next {
                 Some(k) => from = k,
@@ -251,24 +406,49 @@ impl<'a> Conn<'a> {
         let start: [u8; 4] = rand::random();
         for from in [&start[..], FIRST] {
             let (found, _) = self.walk(from, 1, b"")?;
-            if let Some((k, _)) = found.into_iter().next() {
+            if let Some((k, ..)) = found.into_iter().next() {
                 return Ok(Reply::Bulk(k));
             }
         }
         Ok(Reply::Nil)
     }
 
-    fn dbsize(&mut self) -> Res<Reply> {
+    /// The live keys, and how many of them have an expiry: a walk of
+    /// the whole key space.
+    fn count_keys(&mut self) -> Res<(u64, u64)> {
         let mut from = FIRST.to_vec();
-        let mut n = 0;
+        let (mut n, mut expires) = (0, 0);
         loop {
             let (found, next) = self.walk(&from, CHUNK, b"")?;
-            n += found.len() as i64;
+            n += found.len() as u64;
+            expires += found.iter().filter(|f| f.2).count() as u64;
             match next {
                 Some(k) => from = k,
-                None => return Ok(Reply::Int(n)),
+                None => return Ok((n, expires)),
             }
         }
+    }
+
+    fn dbsize(&mut self) -> Res<Reply> {
+        Ok(Reply::Int(self.count_keys()?.0 as i64))
+    }
+
+    /// INFO's keyspace section (it reads every key, as DBSIZE).
+    pub fn keyspace_section(&mut self) -> String {
+        self.now = self.shared.clock.now();
+        let mut out = format!(
+            "# Keyspace\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
+            self.shared.hits.load(Ordering::Relaxed),
+            self.shared.misses.load(Ordering::Relaxed)
+        );
+        match self.count_keys() {
+            Ok((0, _)) => {}
+            Ok((keys, expires)) => {
+                out.push_str(&format!("db0:keys={keys},expires={expires},avg_ttl=0\r\n"))
+            }
+            Err(e) => tracing::warn!("INFO keyspace: {e:?}"),
+        }
+        out
     }
 
     /// FLUSHALL and FLUSHDB, SYNC or ASYNC: one write of a version floor,

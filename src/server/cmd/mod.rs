@@ -7,6 +7,7 @@
 //! one [`Conn::write`] (one WAL group, all-or-nothing after a crash) or
 //! fails before writing anything.
 
+mod bits;
 mod expire;
 mod hashes;
 mod keyspace;
@@ -345,6 +346,7 @@ impl<'a> Conn<'a> {
         self.now = self.shared.clock.now();
         let r = self
             .strings(name, &args)
+            .or_else(|| self.bits(name, &args))
             .or_else(|| self.hashes(name, &args))
             .or_else(|| self.lists(name, &args))
             .or_else(|| self.sets(name, &args))

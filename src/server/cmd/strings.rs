@@ -117,7 +117,7 @@ impl<'a> Conn<'a> {
 
     /// Writes a new value into string `m` of `key`, keeping its version
     /// and expiry (INCR, APPEND, SETRANGE).
-    fn update_string(&mut self, key: &[u8], m: Option<Meta>, value: Vec<u8>) -> Res<()> {
+    pub(super) fn update_string(&mut self, key: &[u8], m: Option<Meta>, value: Vec<u8>) -> Res<()> {
         self.check_string(value.len())?;
         let m = match m {
             Some(mut m) => {

@@ -1,0 +1,517 @@
+//! Lists, sets and sorted sets through a client, with Redis's replies and
+//! errors, and their metadata agreeing with their elements.
+
+use redis::Value;
+
+use crate::harness::{tempdir, Map, Server};
+use crate::{e, q};
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn list_commands_as_redis_answers_them() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(q::<i64>(&mut c, &["RPUSH", "l", "b", "c", "d"]), 3);
+    assert_eq!(q::<i64>(&mut c, &["LPUSH", "l", "a", "z"]), 5);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]),
+        ["z", "a", "b", "c", "d"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "-2", "100"]),
+        ["c", "d"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "3", "1"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(q::<String>(&mut c, &["LINDEX", "l", "-1"]), "d");
+    assert_eq!(q::<Option<String>>(&mut c, &["LINDEX", "l", "5"]), None);
+    assert_eq!(q::<String>(&mut c, &["LPOP", "l"]), "z");
+    assert_eq!(q::<Vec<String>>(&mut c, &["RPOP", "l", "2"]), ["d", "c"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LPOP", "l", "0"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "l"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["LPUSHX", "nope", "x"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "nope"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["RPUSHX", "l", "e"]), 3);
+    // Inside the list: LINSERT, LSET, LREM, LPOS.
+    assert_eq!(q::<i64>(&mut c, &["LINSERT", "l", "BEFORE", "b", "x"]), 4);
+    assert_eq!(q::<i64>(&mut c, &["LINSERT", "l", "AFTER", "e", "x"]), 5);
+    assert_eq!(
+        q::<i64>(&mut c, &["LINSERT", "l", "AFTER", "nope", "y"]),
+        -1
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["LINSERT", "nokey", "AFTER", "a", "y"]),
+        0
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]),
+        ["a", "x", "b", "e", "x"]
+    );
+    q::<()>(&mut c, &["LSET", "l", "0", "A"]);
+    assert_eq!(q::<i64>(&mut c, &["LPOS", "l", "x"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["LPOS", "l", "x", "RANK", "-1"]), 4);
+    assert_eq!(
+        q::<Vec<i64>>(&mut c, &["LPOS", "l", "x", "COUNT", "0"]),
+        [1, 4]
+    );
+    assert_eq!(
+        q::<Option<i64>>(&mut c, &["LPOS", "l", "x", "MAXLEN", "1"]),
+        None
+    );
+    assert_eq!(q::<i64>(&mut c, &["LREM", "l", "-1", "x"]), 1);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]),
+        ["A", "x", "b", "e"]
+    );
+    assert_eq!(q::<i64>(&mut c, &["LREM", "l", "0", "x"]), 1);
+    q::<()>(&mut c, &["LTRIM", "l", "1", "-1"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]),
+        ["b", "e"]
+    );
+    // Between lists.
+    assert_eq!(
+        q::<String>(&mut c, &["LMOVE", "l", "m", "LEFT", "RIGHT"]),
+        "b"
+    );
+    assert_eq!(q::<String>(&mut c, &["RPOPLPUSH", "l", "m"]), "e");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "l"]), 0);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "m", "0", "-1"]),
+        ["e", "b"]
+    );
+    assert_eq!(
+        q::<String>(&mut c, &["LMOVE", "m", "m", "LEFT", "RIGHT"]),
+        "e"
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "m", "0", "-1"]),
+        ["b", "e"]
+    );
+    assert_eq!(
+        q::<(String, Vec<String>)>(&mut c, &["LMPOP", "2", "l", "m", "RIGHT", "COUNT", "5"]),
+        ("m".into(), strings(&["e", "b"]))
+    );
+    assert_eq!(q::<Value>(&mut c, &["LMPOP", "1", "m", "LEFT"]), Value::Nil);
+    // Errors, as Redis words them; nothing is written.
+    q::<()>(&mut c, &["RPUSH", "k", "1", "2"]);
+    for (args, err) in [
+        (&["LSET", "k", "5", "x"][..], "ERR index out of range"),
+        (&["LSET", "none", "0", "x"], "ERR no such key"),
+        (&["LINSERT", "k", "MIDDLE", "1", "x"], "ERR syntax error"),
+        (&["LPOP", "k", "-1"], "ERR value is out of range, must be positive"),
+        (&["LPOS", "k", "1", "RANK", "0"], "ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"),
+        (&["LPOS", "k", "1", "COUNT", "-1"], "ERR COUNT can't be negative"),
+        (&["LRANGE", "k", "a", "1"], "ERR value is not an integer or out of range"),
+        (&["LMPOP", "0", "k", "LEFT"], "ERR numkeys should be greater than 0"),
+        (&["LMPOP", "1", "k", "UP"], "ERR syntax error"),
+        (&["LMOVE", "k", "m", "UP", "LEFT"], "ERR syntax error"),
+    ] {
+        assert_eq!(e(&mut c, args), err, "{args:?}");
+    }
+    q::<()>(&mut c, &["SET", "s", "v"]);
+    for args in [
+        &["LPUSH", "s", "x"][..],
+        &["LRANGE", "s", "0", "1"],
+        &["LLEN", "s"],
+        &["LMOVE", "k", "s", "LEFT", "LEFT"],
+    ] {
+        assert_eq!(e(&mut c, args), WRONGTYPE, "{args:?}");
+    }
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "k", "0", "-1"]),
+        ["1", "2"]
+    );
+}
+
+#[test]
+fn set_commands_as_redis_answers_them() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(q::<i64>(&mut c, &["SADD", "a", "1", "2", "3", "2"]), 3);
+    assert_eq!(q::<i64>(&mut c, &["SADD", "a", "3", "4"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "a"]), 4);
+    assert_eq!(q::<i64>(&mut c, &["SISMEMBER", "a", "4"]), 1);
+    assert_eq!(
+        q::<Vec<i64>>(&mut c, &["SMISMEMBER", "a", "4", "9"]),
+        [1, 0]
+    );
+    assert_eq!(q::<i64>(&mut c, &["SREM", "a", "4", "9", "4"]), 1);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SMEMBERS", "a"]),
+        ["1", "2", "3"]
+    );
+    q::<i64>(&mut c, &["SADD", "b", "2", "3", "5"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["SINTER", "a", "b"]), ["2", "3"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SUNION", "a", "b"]),
+        ["1", "2", "3", "5"]
+    );
+    assert_eq!(q::<Vec<String>>(&mut c, &["SDIFF", "a", "b"]), ["1"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["SINTER", "a", "nope"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(q::<i64>(&mut c, &["SINTERSTORE", "dst", "a", "b"]), 2);
+    assert_eq!(q::<Vec<String>>(&mut c, &["SMEMBERS", "dst"]), ["2", "3"]);
+    assert_eq!(q::<i64>(&mut c, &["SDIFFSTORE", "dst", "a", "a"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "dst"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["SUNIONSTORE", "dst", "a", "b"]), 4);
+    assert_eq!(q::<i64>(&mut c, &["SINTERCARD", "2", "a", "b"]), 2);
+    assert_eq!(
+        q::<i64>(&mut c, &["SINTERCARD", "2", "a", "b", "LIMIT", "1"]),
+        1
+    );
+    assert_eq!(q::<i64>(&mut c, &["SMOVE", "a", "b", "1"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["SMOVE", "a", "b", "1"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "b"]), 4);
+    // Random members are members, distinct for a positive count.
+    let all = strings(&["1", "2", "3", "5"]);
+    let got: Vec<String> = q(&mut c, &["SRANDMEMBER", "b", "10"]);
+    assert_eq!(got.len(), 4);
+    assert!(got.iter().all(|m| all.contains(m)));
+    let got: Vec<String> = q(&mut c, &["SRANDMEMBER", "b", "-10"]);
+    assert_eq!(got.len(), 10);
+    let popped: Vec<String> = q(&mut c, &["SPOP", "b", "3"]);
+    assert_eq!(popped.len(), 3);
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "b"]), 1);
+    let last: String = q(&mut c, &["SPOP", "b"]);
+    assert!(all.contains(&last) && !popped.contains(&last));
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "b"]), 0);
+    // SSCAN visits every member once.
+    let members: Vec<String> = (0..100).map(|i| format!("m{i}")).collect();
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("big").arg(&members);
+    cmd.query::<i64>(&mut c).unwrap();
+    let (mut cursor, mut seen) = ("0".to_string(), Vec::<String>::new());
+    loop {
+        let (next, batch): (String, Vec<String>) = redis::cmd("SSCAN")
+            .arg("big")
+            .arg(&cursor)
+            .arg("COUNT")
+            .arg(7)
+            .query(&mut c)
+            .unwrap();
+        seen.extend(batch);
+        if next == "0" {
+            break;
+        }
+        cursor = next;
+    }
+    seen.sort();
+    let mut want = members.clone();
+    want.sort();
+    assert_eq!(seen, want);
+    for (args, err) in [
+        (
+            &["SPOP", "a", "-1"][..],
+            "ERR value is out of range, must be positive",
+        ),
+        (
+            &["SINTERCARD", "0", "a"],
+            "ERR numkeys should be greater than 0",
+        ),
+        (
+            &["SINTERCARD", "3", "a"],
+            "ERR Number of keys can't be greater than number of args",
+        ),
+        (
+            &["SINTERCARD", "1", "a", "LIMIT", "-1"],
+            "ERR LIMIT can't be negative",
+        ),
+    ] {
+        assert_eq!(e(&mut c, args), err, "{args:?}");
+    }
+    q::<()>(&mut c, &["SET", "s", "v"]);
+    for args in [
+        &["SADD", "s", "x"][..],
+        &["SMEMBERS", "s"],
+        &["SINTER", "a", "s"],
+        &["SMOVE", "a", "s", "2"],
+    ] {
+        assert_eq!(e(&mut c, args), WRONGTYPE, "{args:?}");
+    }
+}
+
+#[test]
+fn sorted_set_commands_as_redis_answers_them() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(
+        q::<i64>(&mut c, &["ZADD", "z", "1", "a", "2", "b", "3", "c"]),
+        3
+    );
+    assert_eq!(
+        q::<i64>(
+            &mut c,
+            &["ZADD", "z", "CH", "5", "a", "2", "b", "-1.5", "d"]
+        ),
+        2
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZCARD", "z"]), 4);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        ["d", "-1.5", "b", "2", "c", "3", "a", "5"]
+    );
+    assert_eq!(q::<String>(&mut c, &["ZSCORE", "z", "d"]), "-1.5");
+    assert_eq!(
+        q::<Vec<Option<String>>>(&mut c, &["ZMSCORE", "z", "a", "x"]),
+        [Some("5".into()), None]
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZRANK", "z", "c"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["ZREVRANK", "z", "c"]), 1);
+    assert_eq!(
+        q::<(i64, String)>(&mut c, &["ZRANK", "z", "a", "WITHSCORE"]),
+        (3, "5".into())
+    );
+    assert_eq!(q::<String>(&mut c, &["ZINCRBY", "z", "0.5", "c"]), "3.5");
+    // NX, XX, GT, LT, INCR.
+    assert_eq!(
+        q::<i64>(&mut c, &["ZADD", "z", "NX", "0", "a", "9", "e"]),
+        1
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZADD", "z", "XX", "0", "f"]), 0);
+    assert_eq!(
+        q::<i64>(&mut c, &["ZADD", "z", "GT", "CH", "4", "a", "6", "c"]),
+        1
+    );
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["ZADD", "z", "LT", "INCR", "1", "a"]),
+        None
+    );
+    assert_eq!(q::<String>(&mut c, &["ZSCORE", "z", "c"]), "6");
+    // Ranges by score, rank and lex, forwards and backwards.
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGEBYSCORE", "z", "(2", "6"]),
+        ["a", "c"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &["ZRANGEBYSCORE", "z", "-inf", "+inf", "LIMIT", "1", "2"]
+        ),
+        ["b", "a"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZREVRANGEBYSCORE", "z", "+inf", "5"]),
+        ["e", "c", "a"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "z", "6", "(9", "BYSCORE", "REV"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &["ZRANGE", "z", "9", "5", "BYSCORE", "REV", "LIMIT", "0", "2"]
+        ),
+        ["e", "c"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZREVRANGE", "z", "0", "1"]),
+        ["e", "c"]
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZCOUNT", "z", "2", "(6"]), 2);
+    q::<i64>(
+        &mut c,
+        &["ZADD", "lex", "0", "a", "0", "b", "0", "c", "0", "d"],
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGEBYLEX", "lex", "[b", "(d"]),
+        ["b", "c"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZREVRANGEBYLEX", "lex", "+", "(b"]),
+        ["d", "c"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &["ZRANGE", "lex", "-", "+", "BYLEX", "LIMIT", "1", "1"]
+        ),
+        ["b"]
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZLEXCOUNT", "lex", "-", "+"]), 4);
+    assert_eq!(q::<i64>(&mut c, &["ZREMRANGEBYLEX", "lex", "[a", "[b"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["ZRANGESTORE", "copy", "z", "0", "1"]), 2);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "copy", "0", "-1"]),
+        ["d", "b"]
+    );
+    // Pops.
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZPOPMIN", "z"]), ["d", "-1.5"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZPOPMAX", "z", "2"]),
+        ["e", "9", "c", "6"]
+    );
+    assert_eq!(
+        q::<(String, Vec<(String, String)>)>(
+            &mut c,
+            &["ZMPOP", "2", "none", "z", "MIN", "COUNT", "1"]
+        ),
+        ("z".into(), vec![("b".into(), "2".into())])
+    );
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZRANGE", "z", "0", "-1"]), ["a"]);
+    assert_eq!(q::<i64>(&mut c, &["ZREM", "z", "a", "x"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "z"]), 0);
+    // Removal by rank and score keeps both orders in step.
+    for i in 0..20 {
+        q::<i64>(&mut c, &["ZADD", "r", &i.to_string(), &format!("m{i:02}")]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["ZREMRANGEBYRANK", "r", "0", "4"]), 5);
+    assert_eq!(
+        q::<i64>(&mut c, &["ZREMRANGEBYSCORE", "r", "(15", "+inf"]),
+        4
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZCARD", "r"]), 11);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "r", "0", "-1"]).len(),
+        11
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGEBYLEX", "r", "-", "+"]).len(),
+        11
+    );
+    // The algebra, sets as inputs too.
+    q::<i64>(&mut c, &["ZADD", "x", "1", "a", "2", "b"]);
+    q::<i64>(&mut c, &["ZADD", "y", "10", "b", "20", "c"]);
+    q::<i64>(&mut c, &["SADD", "plain", "c"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZUNION", "2", "x", "y", "WITHSCORES"]),
+        ["a", "1", "b", "12", "c", "20"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &[
+                "ZINTER",
+                "2",
+                "x",
+                "y",
+                "WEIGHTS",
+                "2",
+                "1",
+                "AGGREGATE",
+                "MAX",
+                "WITHSCORES"
+            ]
+        ),
+        ["b", "10"]
+    );
+    assert_eq!(q::<Vec<String>>(&mut c, &["ZDIFF", "2", "x", "y"]), ["a"]);
+    assert_eq!(
+        q::<i64>(&mut c, &["ZUNIONSTORE", "u", "3", "x", "y", "plain"]),
+        3
+    );
+    assert_eq!(q::<String>(&mut c, &["ZSCORE", "u", "c"]), "21");
+    assert_eq!(q::<i64>(&mut c, &["ZINTERCARD", "2", "x", "y"]), 1);
+    let got: Vec<String> = q(&mut c, &["ZRANDMEMBER", "u", "5"]);
+    assert_eq!(got.len(), 3);
+    for (args, err) in [
+        (
+            &["ZADD", "x", "NX", "XX", "1", "a"][..],
+            "ERR XX and NX options at the same time are not compatible",
+        ),
+        (
+            &["ZADD", "x", "GT", "LT", "1", "a"],
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        ),
+        (
+            &["ZADD", "x", "INCR", "1", "a", "2", "b"],
+            "ERR INCR option supports a single increment-element pair",
+        ),
+        (&["ZADD", "x", "one", "a"], "ERR value is not a valid float"),
+        (&["ZADD", "x", "1", "a", "2"], "ERR syntax error"),
+        (
+            &["ZRANGEBYSCORE", "x", "a", "1"],
+            "ERR min or max is not a float",
+        ),
+        (
+            &["ZRANGEBYLEX", "x", "a", "+"],
+            "ERR min or max not valid string range item",
+        ),
+        (
+            &["ZRANGE", "x", "0", "1", "LIMIT", "0", "1"],
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ),
+        (
+            &["ZUNIONSTORE", "u", "0", "x"],
+            "ERR at least 1 input key is needed for 'zunionstore' command",
+        ),
+        (
+            &["ZPOPMIN", "x", "-1"],
+            "ERR value is out of range, must be positive",
+        ),
+    ] {
+        assert_eq!(e(&mut c, args), err, "{args:?}");
+    }
+    q::<()>(&mut c, &["SET", "s", "v"]);
+    for args in [
+        &["ZADD", "s", "1", "a"][..],
+        &["ZRANGE", "s", "0", "1"],
+        &["ZUNION", "2", "x", "s"],
+    ] {
+        assert_eq!(e(&mut c, args), WRONGTYPE, "{args:?}");
+    }
+}
+
+/// A collection deleted, expired or overwritten is one write, and a new
+/// one under the name starts empty.
+#[test]
+fn deleting_a_collection_of_any_size_is_one_write() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let members: Vec<String> = (0..5000).map(|i| format!("m{i}")).collect();
+    let mut p = redis::pipe();
+    p.cmd("RPUSH").arg("l").arg(&members).ignore();
+    p.cmd("SADD").arg("s").arg(&members).ignore();
+    let mut z = redis::cmd("ZADD");
+    z.arg("z");
+    for (i, m) in members.iter().enumerate() {
+        z.arg(i).arg(m);
+    }
+    p.add_command(z).ignore();
+    p.query::<()>(&mut c).unwrap();
+    let records = |c: &mut redis::Connection| -> u64 {
+        let info: String = q(c, &["INFO", "wal"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("wal_records:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = records(&mut c);
+    assert_eq!(q::<i64>(&mut c, &["DEL", "l", "s"]), 2);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "z", "0"]), 1);
+    assert_eq!(records(&mut c) - before, 3);
+    for (t, k) in [("list", "l"), ("set", "s"), ("zset", "z")] {
+        assert_eq!(q::<String>(&mut c, &["TYPE", k]), "none", "{t}");
+    }
+    q::<i64>(&mut c, &["RPUSH", "l", "new"]);
+    q::<i64>(&mut c, &["SADD", "s", "new"]);
+    q::<i64>(&mut c, &["ZADD", "z", "1", "new"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]),
+        ["new"]
+    );
+    assert_eq!(q::<Vec<String>>(&mut c, &["SMEMBERS", "s"]), ["new"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["ZRANGE", "z", "0", "-1"]),
+        ["new"]
+    );
+}
