@@ -106,6 +106,24 @@ pub struct Client {
     pub proto: AtomicU8,
 }
 
+impl Client {
+    /// A client with no socket: the commands of a test.
+    #[cfg(test)]
+    pub fn detached(id: u64) -> Client {
+        let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+        Client {
+            id,
+            addr,
+            local: addr,
+            since: Instant::now(),
+            last_active: AtomicU64::new(0),
+            name: Mutex::new(Vec::new()),
+            last_command: AtomicUsize::new(usize::MAX),
+            proto: AtomicU8::new(2),
+        }
+    }
+}
+
 /// What every connection shares.
 pub struct Shared {
     pub engine: ServerEngine,
@@ -146,6 +164,46 @@ pub const REDIS_VERSION: &str = "7.2.0";
 const MAX_CURSORS: usize = 16 * 1024;
 
 impl Shared {
+    /// The state of a server on `engine`: its keyspace checked and opened
+    /// ([`open_keyspace`]), the compaction filter installed.
+    pub fn new(
+        engine: ServerEngine,
+        opts: ServerOptions,
+        local_addr: SocketAddr,
+    ) -> io::Result<Shared> {
+        let (versions, clock, floor) = open_keyspace(&engine).map_err(io::Error::other)?;
+        engine.set_compaction_filter(compaction::filter());
+        Ok(Shared {
+            engine,
+            // Counted by the server's own command table: the generic list
+            // of `ServerMetrics::new` lacks the hash commands, WAITAOF and
+            // STRIA.DURABILITY, which would all count as `unknown`.
+            metrics: ServerMetrics::with_commands(
+                &table::COMMANDS.iter().map(|c| c.name).collect::<Vec<_>>(),
+            ),
+            started: Instant::now(),
+            local_addr,
+            clients: Mutex::new(HashMap::new()),
+            next_client: AtomicU64::new(1),
+            cursors: Mutex::new(Cursors::default()),
+            stopping: AtomicBool::new(false),
+            stop_signal: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            settings: settings::Settings::new(
+                &opts,
+                local_addr.port(),
+                local_addr.ip().to_string(),
+            ),
+            versions,
+            clock,
+            floor: AtomicU64::new(floor),
+            buffered: AtomicUsize::new(0),
+            opts,
+        })
+    }
+
     /// Asks the server to stop (SHUTDOWN, a signal).
     pub fn request_stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
@@ -215,37 +273,7 @@ impl Server {
             io::Error::new(e.kind(), format!("cannot listen on {}: {e}", opts.listen))
         })?;
         let local_addr = listener.local_addr()?;
-        let (versions, clock, floor) = open_keyspace(&engine).map_err(io::Error::other)?;
-        engine.set_compaction_filter(compaction::filter());
-        let shared = Arc::new(Shared {
-            engine,
-            // Counted by the server's own command table: the generic list
-            // of `ServerMetrics::new` lacks the hash commands, WAITAOF and
-            // STRIA.DURABILITY, which would all count as `unknown`.
-            metrics: ServerMetrics::with_commands(
-                &table::COMMANDS.iter().map(|c| c.name).collect::<Vec<_>>(),
-            ),
-            started: Instant::now(),
-            local_addr,
-            clients: Mutex::new(HashMap::new()),
-            next_client: AtomicU64::new(1),
-            cursors: Mutex::new(Cursors::default()),
-            stopping: AtomicBool::new(false),
-            stop_signal: Mutex::new(false),
-            stop_cv: Condvar::new(),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            settings: settings::Settings::new(
-                &opts,
-                local_addr.port(),
-                local_addr.ip().to_string(),
-            ),
-            versions,
-            clock,
-            floor: AtomicU64::new(floor),
-            buffered: AtomicUsize::new(0),
-            opts,
-        });
+        let shared = Arc::new(Shared::new(engine, opts, local_addr)?);
         let metrics = match shared.opts.metrics {
             Some(addr) => {
                 let s = shared.clone();

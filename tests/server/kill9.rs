@@ -1,6 +1,8 @@
 //! SIGKILL while clients write at `sync`: every write a client was told
 //! `OK` about is there after the restart, with its value, and nothing that
-//! was never sent appears.
+//! was never sent appears; no expired key comes back, and every
+//! collection's count agrees with its elements (both orders of a sorted
+//! set).
 //!
 //! Five rounds on one folder: each starts the server on what the rounds
 //! before left (checking all of it), runs four writers, and kills the
@@ -67,19 +69,33 @@ enum Kind {
     Counter,
     /// SET of ten keys over and over with increasing numbers.
     Overwrite,
+    /// RPUSH of numbered elements onto one list.
+    ListPush,
+    /// SADD of new members to one set.
+    SetAdd,
+    /// ZADD of new members (score: their number) to one sorted set.
+    ZAdd,
+    /// SET of new keys, every other one with PX 50 (gone once the server
+    /// is back), the rest with EX 100000.
+    Expiring,
 }
 
 fn kinds(round: u32) -> [Kind; WRITERS as usize] {
-    if round % 2 == 0 {
-        [Kind::Plain, Kind::Pipelined, Kind::Overwrite, Kind::Plain]
-    } else {
-        [
+    match round % 3 {
+        0 => [
             Kind::Plain,
             Kind::Pipelined,
-            Kind::Counter,
-            Kind::HashFields,
-        ]
+            Kind::Overwrite,
+            Kind::ListPush,
+        ],
+        1 => [Kind::Counter, Kind::HashFields, Kind::SetAdd, Kind::ZAdd],
+        _ => [Kind::Plain, Kind::Expiring, Kind::ListPush, Kind::ZAdd],
     }
+}
+
+/// The collection a ListPush, SetAdd or ZAdd writer writes.
+fn collection(round: u32, writer: u32) -> String {
+    format!("c:r{round}:t{writer}")
 }
 
 fn hash_key(round: u32, writer: u32) -> String {
@@ -145,6 +161,39 @@ fn write(c: &mut Connection, round: u32, w: u32, kind: Kind, acks: &AtomicUsize)
                     }
                     Err(_) => false,
                 }
+            }
+            Kind::ListPush | Kind::SetAdd | Kind::ZAdd => {
+                let i = log.attempted;
+                log.attempted += 1;
+                let mut cmd = match kind {
+                    Kind::ListPush => redis::cmd("RPUSH"),
+                    Kind::SetAdd => redis::cmd("SADD"),
+                    _ => {
+                        let mut z = redis::cmd("ZADD");
+                        z.arg(collection(round, w)).arg(i);
+                        z
+                    }
+                };
+                if kind != Kind::ZAdd {
+                    cmd.arg(collection(round, w));
+                }
+                cmd.arg(field(i)).query::<i64>(c).is_ok()
+            }
+            Kind::Expiring => {
+                let k = key(round, w, log.attempted);
+                let (unit, ttl) = if log.attempted % 2 == 0 {
+                    ("PX", 50)
+                } else {
+                    ("EX", 100_000)
+                };
+                log.attempted += 1;
+                redis::cmd("SET")
+                    .arg(&k)
+                    .arg(value_of(&k))
+                    .arg(unit)
+                    .arg(ttl)
+                    .query::<()>(c)
+                    .is_ok()
             }
             Kind::Overwrite => {
                 let n = log.attempted as i64;
@@ -234,6 +283,86 @@ fn check(c: &mut Connection, logs: &[(u32, Vec<(Kind, Log)>)], seed: u64) {
                             assert_eq!(v.as_deref(), Some(value_of(k).as_str()), "{}: {k}", ctx(w));
                         }
                     }
+                }
+                Kind::Expiring => {
+                    if let Some(&i) = have.iter().find(|&&i| i >= log.attempted || i % 2 == 0) {
+                        panic!(
+                            "{}: key {i} exists, but it expired or was never sent (of {})",
+                            ctx(w),
+                            log.attempted
+                        );
+                    }
+                    for i in (1..log.acked).step_by(2) {
+                        let k = key(round, w, i);
+                        let ttl: i64 = redis::cmd("TTL").arg(&k).query(c).unwrap();
+                        assert!(ttl > 90_000, "{}: {k} acknowledged, TTL {ttl}", ctx(w));
+                    }
+                }
+                Kind::ListPush | Kind::SetAdd | Kind::ZAdd => {
+                    let name = collection(round, w);
+                    let (count, mut members): (usize, Vec<String>) = match kind {
+                        Kind::ListPush => (
+                            redis::cmd("LLEN").arg(&name).query(c).unwrap(),
+                            redis::cmd("LRANGE")
+                                .arg(&name)
+                                .arg(0)
+                                .arg(-1)
+                                .query(c)
+                                .unwrap(),
+                        ),
+                        Kind::SetAdd => (
+                            redis::cmd("SCARD").arg(&name).query(c).unwrap(),
+                            redis::cmd("SMEMBERS").arg(&name).query(c).unwrap(),
+                        ),
+                        _ => {
+                            let scored: Vec<(String, f64)> = redis::cmd("ZRANGE")
+                                .arg(&name)
+                                .arg(0)
+                                .arg(-1)
+                                .arg("WITHSCORES")
+                                .query(c)
+                                .unwrap();
+                            for (m, s) in &scored {
+                                assert_eq!(
+                                    *s as usize,
+                                    m[1..].parse::<usize>().unwrap(),
+                                    "{}",
+                                    ctx(w)
+                                );
+                            }
+                            let by_lex: Vec<String> = redis::cmd("ZRANGEBYLEX")
+                                .arg(&name)
+                                .arg("-")
+                                .arg("+")
+                                .query(c)
+                                .unwrap();
+                            assert_eq!(by_lex.len(), scored.len(), "{}: the two orders", ctx(w));
+                            (
+                                redis::cmd("ZCARD").arg(&name).query(c).unwrap(),
+                                scored.into_iter().map(|(m, _)| m).collect(),
+                            )
+                        }
+                    };
+                    assert_eq!(
+                        count,
+                        members.len(),
+                        "{}: {kind:?} count and elements",
+                        ctx(w)
+                    );
+                    if *kind != Kind::ListPush {
+                        members.sort();
+                    }
+                    // Always a prefix of what was sent, in order.
+                    let want: Vec<String> = (0..members.len()).map(field).collect();
+                    assert_eq!(members, want, "{}: {kind:?}", ctx(w));
+                    assert!(
+                        members.len() >= log.acked && members.len() <= log.attempted,
+                        "{}: {kind:?} holds {}, acknowledged {}, sent {}",
+                        ctx(w),
+                        members.len(),
+                        log.acked,
+                        log.attempted
+                    );
                 }
                 Kind::Counter => {
                     let v: Option<usize> =

@@ -186,7 +186,12 @@ impl<'a> Conn<'a> {
         let count = match args.len() {
             2 => None,
             3 => Some(positive_count(&args[2])?),
-            _ => return Err(syntax_error()),
+            _ => {
+                let name = if end == End::Left { "lpop" } else { "rpop" };
+                return Err(Reply::err(format!(
+                    "wrong number of arguments for '{name}' command"
+                )));
+            }
         };
         let Some(mut m) = self.list(key)? else {
             return Ok(if count.is_some() {

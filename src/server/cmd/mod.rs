@@ -8,6 +8,8 @@
 //! fails before writing anything.
 
 mod bits;
+#[cfg(test)]
+mod crash_tests;
 mod expire;
 mod hashes;
 mod keyspace;

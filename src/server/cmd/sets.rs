@@ -379,8 +379,7 @@ impl<'a> Conn<'a> {
             [] => 0,
             [opt, v] if opt.eq_ignore_ascii_case(b"limit") => match integer(v) {
                 Some(l) if l >= 0 => l as usize,
-                Some(_) => return Err(Reply::err("LIMIT can't be negative")),
-                None => return Err(not_integer()),
+                _ => return Err(Reply::err("LIMIT can't be negative")),
             },
             _ => return Err(syntax_error()),
         };

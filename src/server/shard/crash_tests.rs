@@ -20,7 +20,7 @@ use crate::server::metrics::testing;
 const COUNTERS: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Crash {
+pub(crate) enum Crash {
     PowerCut,
     Process,
 }
@@ -109,7 +109,7 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
 }
 
 /// What the devices keep after `crash`, as the next process finds them.
-pub(super) fn crashed(
+pub(crate) fn crashed(
     devs: &EngineDevices<SimDevice>,
     crash: Crash,
     seed: u64,
@@ -134,7 +134,7 @@ pub(super) fn crashed(
 
 /// Runs `run` on seeds 0..100, or on `STRIA_SEED` alone; panics with the
 /// first failure.
-pub(super) fn each_seed(run: impl Fn(u64) -> Result<(), String>) {
+pub(crate) fn each_seed(run: impl Fn(u64) -> Result<(), String>) {
     let seeds: Vec<u64> = match std::env::var("STRIA_SEED") {
         Ok(s) => vec![s.parse().expect("STRIA_SEED is a number")],
         Err(_) => (0..100).collect(),

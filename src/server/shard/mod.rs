@@ -492,8 +492,8 @@ impl<'a> Shard<'a> {
 }
 
 #[cfg(test)]
-mod crash_tests;
+pub(crate) mod crash_tests;
 #[cfg(test)]
 mod prefix_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -16,7 +16,7 @@ impl Notify for Quiet {
     fn notify(&self) {}
 }
 
-pub(super) fn notify() -> Arc<dyn Notify> {
+pub(crate) fn notify() -> Arc<dyn Notify> {
     Arc::new(Quiet)
 }
 
