@@ -55,7 +55,7 @@ impl<'a> Conn<'a> {
                 ))),
             );
         }
-        if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit") {
+        if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit" | "reset") {
             return (
                 spec.name,
                 Outcome::Reply(Reply::Error("NOAUTH Authentication required.".into())),
@@ -81,6 +81,24 @@ impl<'a> Conn<'a> {
             "config" => Outcome::Reply(self.config(&args[1..])),
             "command" => Outcome::Reply(command_command(&args[1..])),
             "waitaof" => Outcome::Reply(self.waitaof(&args[1..])),
+            "save" => {
+                // Every write applied is made durable before the reply.
+                self.shard.barrier(&mut self.deps);
+                Outcome::Reply(Reply::ok())
+            }
+            "bgsave" => {
+                self.shard.barrier(&mut Default::default());
+                Outcome::Reply(Reply::Status("Background saving started"))
+            }
+            "lastsave" => Outcome::Reply(Reply::Int((self.shared.clock.now() / 1000) as i64)),
+            "reset" => {
+                self.proto = 2;
+                self.client.proto.store(2, Ordering::Relaxed);
+                self.durability = self.shared.settings.durability();
+                self.client.name.lock().expect("client lock").clear();
+                self.authed = self.shared.opts.password.is_none();
+                Outcome::Reply(Reply::Status("RESET"))
+            }
             "time" => Outcome::Reply(time()),
             "function" => Outcome::Reply(function(&args[1..])),
             "stria.durability" => Outcome::Reply(self.set_durability(&args[1..])),
@@ -338,6 +356,44 @@ fn function(args: &[Vec<u8>]) -> Reply {
     }
 }
 
+/// COMMAND GETKEYS: the keys of a command, by the table's key positions.
+fn getkeys(cmd: &[Vec<u8>]) -> Reply {
+    let Some(spec) = lookup(&cmd[0]) else {
+        return Reply::err("Invalid command specified");
+    };
+    let n = cmd.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        return Reply::err("Invalid number of arguments specified for command");
+    }
+    let (first, last, step) = spec.keys;
+    // Commands that name their keys with a count: the count, then the keys.
+    let counted = matches!(
+        spec.name,
+        "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff"
+    );
+    let stored = matches!(spec.name, "zunionstore" | "zinterstore" | "zdiffstore");
+    let mut keys = Vec::new();
+    if counted || stored {
+        let at = if stored { 2 } else { 1 };
+        if stored {
+            keys.push(Reply::Bulk(cmd[1].clone()));
+        }
+        let k = integer(&cmd[at]).unwrap_or(0).max(0) as usize;
+        keys.extend(cmd.iter().skip(at + 1).take(k).cloned().map(Reply::Bulk));
+    } else if first > 0 {
+        let last = if last < 0 { n + last } else { last };
+        let mut i = first;
+        while i <= last && i < n {
+            keys.push(Reply::Bulk(cmd[i as usize].clone()));
+            i += step.max(1);
+        }
+    }
+    if keys.is_empty() {
+        return Reply::err("The command has no key arguments");
+    }
+    Reply::Array(keys)
+}
+
 fn command_entry(c: &Spec) -> Reply {
     Reply::Array(vec![
         Reply::bulk(c.name),
@@ -359,6 +415,8 @@ fn command_command(args: &[Vec<u8>]) -> Reply {
     };
     match sub.as_slice() {
         b"count" => Reply::Int(COMMANDS.len() as i64),
+        b"getkeys" if args.len() >= 2 => getkeys(&args[1..]),
+        b"getkeys" => Reply::err("wrong number of arguments for 'command|getkeys' command"),
         b"list" => Reply::Array(COMMANDS.iter().map(|c| Reply::bulk(c.name)).collect()),
         b"info" => Reply::Array(
             args[1..]

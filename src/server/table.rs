@@ -80,6 +80,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("getrange", 4, RS, K1, "string", "A substring of a string value."),
     spec("substr", 4, RS, K1, "string", "A substring of a string value (GETRANGE)."),
     spec("setrange", 4, WD, K1, "string", "Overwrites part of a string value."),
+    spec("lcs", -3, RS, K2, "string", "The longest common subsequence of two strings (LEN, IDX)."),
     spec("setbit", 4, WD, K1, "bitmap", "Sets a bit of a string."),
     spec("getbit", 3, R, K1, "bitmap", "A bit of a string."),
     spec("bitcount", -2, RS, K1, "bitmap", "Counts the set bits of a string (BYTE, BIT)."),
@@ -206,6 +207,10 @@ pub static COMMANDS: &[Spec] = &[
     spec("function", -2, ADMIN, NO, "scripting", "FUNCTION FLUSH (there are no functions yet)."),
     spec("waitaof", 4, &[], NO, "generic", "Waits until this connection's writes are durable (sync)."),
     spec("shutdown", -1, ADMIN, NO, "server", "Stops the server cleanly."),
+    spec("save", 1, ADMIN, NO, "server", "Returns once every write applied before it is durable."),
+    spec("bgsave", -1, ADMIN, NO, "server", "Makes every write applied durable, replying at once."),
+    spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
+    spec("reset", 1, A, NO, "connection", "Resets the connection: RESP2, default durability, no name."),
 ];
 
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {

@@ -4,6 +4,7 @@
 
 use crate::harness::{tempdir, Map, Server};
 use crate::{e, q};
+use redis::Value;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -287,4 +288,132 @@ fn compaction_drops_the_fields_of_deleted_and_replaced_hashes() {
         let all: std::collections::HashMap<String, String> = q(&mut c, &["HGETALL", key]);
         assert_eq!(all.len(), 5000, "{key}");
     }
+}
+
+#[test]
+fn bits_lcs_copy_object_and_memory() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(q::<i64>(&mut c, &["SETBIT", "b", "7", "1"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["SETBIT", "b", "7", "1"]), 1);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "b"]), [1]);
+    assert_eq!(q::<i64>(&mut c, &["GETBIT", "b", "7"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["GETBIT", "b", "100"]), 0);
+    q::<()>(&mut c, &["SET", "f", "foobar"]);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f"]), 26);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "1", "1"]), 6);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "5", "30", "BIT"]), 17);
+    q::<()>(&mut c, &["SET", "p", "\u{ff}\u{f0}"]);
+    q::<()>(&mut c, &["SET", "z", "\0\0\x0f"]);
+    assert_eq!(q::<i64>(&mut c, &["BITPOS", "z", "1"]), 20);
+    assert_eq!(q::<i64>(&mut c, &["BITPOS", "nope", "0"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["BITOP", "OR", "o", "b", "z"]), 3);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "o"]), [1, 0, 0x0f]);
+    assert_eq!(
+        e(&mut c, &["SETBIT", "b", "-1", "1"]),
+        "ERR bit offset is not an integer or out of range"
+    );
+    assert_eq!(
+        e(&mut c, &["SETBIT", "b", "1", "2"]),
+        "ERR bit is not an integer or out of range"
+    );
+    assert_eq!(
+        e(&mut c, &["BITOP", "NOT", "o", "b", "z"]),
+        "ERR BITOP NOT must be called with a single source key."
+    );
+    // LCS, as Redis's documentation gives it.
+    q::<()>(&mut c, &["MSET", "k1", "ohmytext", "k2", "mynewtext"]);
+    assert_eq!(q::<String>(&mut c, &["LCS", "k1", "k2"]), "mytext");
+    assert_eq!(q::<i64>(&mut c, &["LCS", "k1", "k2", "LEN"]), 6);
+    let idx: Value = q(
+        &mut c,
+        &["LCS", "k1", "k2", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"],
+    );
+    let pair = |x, y| Value::Array(vec![Value::Int(x), Value::Int(y)]);
+    assert_eq!(
+        idx,
+        Value::Array(vec![
+            Value::BulkString(b"matches".to_vec()),
+            Value::Array(vec![Value::Array(vec![
+                pair(4, 7),
+                pair(5, 8),
+                Value::Int(4)
+            ])]),
+            Value::BulkString(b"len".to_vec()),
+            Value::Int(6),
+        ])
+    );
+    // COPY keeps the source; OBJECT and MEMORY describe a key.
+    q::<i64>(&mut c, &["RPUSH", "l", "a", "b"]);
+    assert_eq!(q::<i64>(&mut c, &["COPY", "l", "l2"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["COPY", "l", "l2"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["COPY", "k1", "l2", "REPLACE"]), 1);
+    assert_eq!(q::<String>(&mut c, &["GET", "l2"]), "ohmytext");
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]),
+        ["a", "b"]
+    );
+    assert_eq!(
+        e(&mut c, &["COPY", "l", "l"]),
+        "ERR source and destination objects are the same"
+    );
+    assert_eq!(
+        q::<String>(&mut c, &["OBJECT", "ENCODING", "l"]),
+        "positions"
+    );
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["OBJECT", "ENCODING", "nope"]),
+        None
+    );
+    assert!(q::<i64>(&mut c, &["MEMORY", "USAGE", "l"]) > 0);
+    assert_eq!(q::<Option<i64>>(&mut c, &["MEMORY", "USAGE", "nope"]), None);
+    // CONFIG SET takes what it can act on and names what it cannot.
+    q::<()>(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "hash-max-listpack-entries",
+            "16",
+            "hz",
+            "20",
+        ],
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["CONFIG", "GET", "hash-max-listpack-entries"]),
+        ["hash-max-listpack-entries", "16"]
+    );
+    assert_eq!(
+        e(&mut c, &["CONFIG", "SET", "port", "1"]),
+        "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config (Stria's device map fixes it)"
+    );
+    assert_eq!(
+        e(&mut c, &["CONFIG", "SET", "nosuch", "1"]),
+        "ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'"
+    );
+    assert_eq!(
+        e(&mut c, &["CONFIG", "SET", "hz", "x", "save", ""]),
+        "ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer"
+    );
+    // appendfsync is the level new connections start at.
+    q::<()>(&mut c, &["CONFIG", "SET", "appendfsync", "no"]);
+    let mut fresh = s.client();
+    assert_eq!(q::<String>(&mut fresh, &["STRIA.DURABILITY"]), "none");
+    q::<()>(&mut c, &["CONFIG", "SET", "appendfsync", "always"]);
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &["COMMAND", "GETKEYS", "ZUNIONSTORE", "d", "2", "a", "b"]
+        ),
+        ["d", "a", "b"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["COMMAND", "GETKEYS", "MSET", "a", "1", "b", "2"]),
+        ["a", "b"]
+    );
+    let info: String = q(&mut c, &["INFO", "keyspace"]);
+    assert!(info.contains("db0:keys=9,expires=0,avg_ttl=0"), "{info}");
+    q::<()>(&mut c, &["SAVE"]);
+    assert_eq!(q::<String>(&mut c, &["RESET"]), "RESET");
 }

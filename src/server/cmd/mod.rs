@@ -13,6 +13,7 @@ mod crash_tests;
 mod expire;
 mod hashes;
 mod keyspace;
+mod lcs;
 mod lists;
 mod sets;
 mod strings;

@@ -78,6 +78,7 @@ impl<'a> Conn<'a> {
             "strlen" => self.strlen(&args[1]),
             "getrange" | "substr" => self.getrange(&args[1], &args[2], &args[3]),
             "setrange" => self.setrange(&args[1], &args[2], &args[3]),
+            "lcs" => self.lcs(args),
             _ => return None,
         })
     }
