@@ -114,7 +114,7 @@ impl<'a> Conn<'a> {
                     Outcome::Stop
                 }
             },
-            _ => self.data(spec.name, args),
+            _ => self.data(spec, args),
         };
         (spec.name, out)
     }

@@ -2,6 +2,9 @@
 //! flags, key positions and group, as COMMAND tells clients. Dispatch
 //! checks arity and key limits from it.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 /// What a command is, as COMMAND INFO tells clients.
 pub struct Spec {
     pub name: &'static str,
@@ -217,9 +220,21 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     position(name).map(|i| &COMMANDS[i])
 }
 
-/// Where command `name` (any case) is in [`COMMANDS`].
+/// Where command `name` (any case) is in [`COMMANDS`]: one hash lookup
+/// of the name lowercased on the stack.
 pub fn position(name: &[u8]) -> Option<usize> {
-    COMMANDS
-        .iter()
-        .position(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+    static INDEX: OnceLock<HashMap<&'static [u8], usize>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        COMMANDS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_bytes(), i))
+            .collect()
+    });
+    let mut buf = [0u8; 32];
+    let lower = buf.get_mut(..name.len())?;
+    for (d, s) in lower.iter_mut().zip(name) {
+        *d = s.to_ascii_lowercase();
+    }
+    index.get(&*lower).copied()
 }

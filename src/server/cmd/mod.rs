@@ -27,6 +27,7 @@ use super::keys;
 use super::meta::{Meta, Type, MAX_HEADER};
 use super::resp::Reply;
 use super::shard::CHUNK;
+use super::table::Spec;
 use super::ServerEngine;
 
 /// A command's early exit: the reply to send.
@@ -329,8 +330,7 @@ impl<'a> Conn<'a> {
     }
 
     /// Runs a data command; its arity is checked, its keys are not.
-    pub fn data(&mut self, name: &'static str, args: Vec<Vec<u8>>) -> Outcome {
-        let spec = super::table::lookup(name.as_bytes()).expect("a known command");
+    pub fn data(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Outcome {
         let (first, last, step) = spec.keys;
         if first > 0 {
             let last = if last < 0 {
@@ -347,16 +347,21 @@ impl<'a> Conn<'a> {
             }
         }
         self.now = self.shared.clock.now();
-        let r = self
-            .strings(name, &args)
-            .or_else(|| self.bits(name, &args))
-            .or_else(|| self.hashes(name, &args))
-            .or_else(|| self.lists(name, &args))
-            .or_else(|| self.sets(name, &args))
-            .or_else(|| self.zsets(name, &args))
-            .or_else(|| self.keyspace(name, &args))
-            .or_else(|| self.expire(name, &args))
-            .unwrap_or_else(|| Err(Reply::err(format!("command '{name}' has no handler"))));
-        Outcome::Reply(r.unwrap_or_else(|e| e))
+        let name = spec.name;
+        let r = match spec.group {
+            "string" => self.strings(name, &args),
+            "bitmap" => self.bits(name, &args),
+            "hash" => self.hashes(name, &args),
+            "list" => self.lists(name, &args),
+            "set" => self.sets(name, &args),
+            "sorted-set" => self.zsets(name, &args),
+            _ => self
+                .keyspace(name, &args)
+                .or_else(|| self.expire(name, &args)),
+        };
+        Outcome::Reply(
+            r.unwrap_or_else(|| Err(Reply::err(format!("command '{name}' has no handler"))))
+                .unwrap_or_else(|e| e),
+        )
     }
 }
