@@ -16,33 +16,16 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::Durability;
+use super::tests::{options, run_command};
 use crate::device::sim::SimDevice;
 use crate::engine::EngineDevices;
-use crate::server::conn::{Conn, Outcome};
+use crate::server::conn::Conn;
 use crate::server::metrics::testing;
-use crate::server::resp::{Limits, Reply};
+use crate::server::resp::Reply;
 use crate::server::shard::crash_tests::{crashed, each_seed, Crash};
 use crate::server::shard::{Deps, Shard};
-use crate::server::{Client, ServerOptions, Shared};
+use crate::server::{Client, Shared};
 use crate::wal::Notify;
-
-fn options() -> ServerOptions {
-    ServerOptions {
-        listen: ([127, 0, 0, 1], 0).into(),
-        password: None,
-        max_clients: 16,
-        limits: Limits {
-            max_bulk: 1 << 20,
-            max_query: 1 << 20,
-        },
-        durability: Durability::Sync,
-        max_key: 1024,
-        max_value: 4096,
-        metrics: None,
-        config_file: "test".into(),
-    }
-}
 
 /// What a sent reply acknowledged.
 enum Op {
@@ -58,15 +41,6 @@ const NAMES: [&str; 3] = ["list", "set", "zset"];
 
 fn elem(i: usize) -> String {
     format!("e{i:05}")
-}
-
-fn run_command<'a>(conn: &mut Conn<'a>, args: &[String]) -> (Reply, Deps<'a>) {
-    let args = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-    let (_, out) = conn.dispatch(args);
-    let Outcome::Reply(r) = out else {
-        panic!("a data command closes nothing");
-    };
-    (r, std::mem::take(&mut conn.deps))
 }
 
 fn strings(r: Reply) -> Vec<String> {

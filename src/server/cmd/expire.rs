@@ -4,7 +4,7 @@
 //! logged with it; the expiry index ([`crate::server::keys::expiry`]) lets
 //! the active cycle ([`crate::server::expiry`]) find keys as they fall due.
 
-use super::{integer, not_integer, Res};
+use super::{index_expiry, integer, not_integer, Res};
 use crate::server::conn::Conn;
 use crate::server::keys;
 use crate::server::resp::Reply;
@@ -121,7 +121,10 @@ impl<'a> Conn<'a> {
             return Ok(Reply::Int(0));
         }
         if when <= self.now as i64 {
-            self.write(vec![(keys::meta(key), None)]);
+            let mut writes = Vec::new();
+            index_expiry(key, None, m.expire_at, &mut writes);
+            writes.push((keys::meta(key), None));
+            self.write(writes);
             return Ok(Reply::Int(1));
         }
         let mut next = m.clone();

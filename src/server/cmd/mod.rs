@@ -17,6 +17,8 @@ mod lcs;
 mod lists;
 mod sets;
 mod strings;
+#[cfg(test)]
+mod tests;
 mod zset;
 
 use std::sync::atomic::Ordering;
@@ -79,6 +81,23 @@ pub fn float(arg: &[u8]) -> Option<f64> {
 }
 
 pub use super::resp::format_double as format_float;
+
+/// The writes that keep the expiry index in step when `key`'s expiry goes
+/// from `old` (as far as the command knows) to `new`: an entry for the
+/// new time, the old one deleted. An entry a command did not know of
+/// (a plain SET reads nothing) stays until it falls due, and is then
+/// dropped: at most one such entry a key.
+pub fn index_expiry(key: &[u8], new: Option<u64>, old: Option<u64>, writes: &mut Writes) {
+    if new == old {
+        return;
+    }
+    if let Some(o) = old {
+        writes.push((keys::expiry(o, key), None));
+    }
+    if let Some(at) = new {
+        writes.push((keys::expiry(at, key), Some(Vec::new())));
+    }
+}
 
 fn corrupt(key: &[u8]) -> Reply {
     Reply::err(format!(
@@ -164,7 +183,10 @@ impl<'a> Conn<'a> {
             return Ok(false);
         }
         if m.expired(self.now) {
-            self.write(vec![(keys::meta(key), None)]);
+            let mut writes = Vec::new();
+            index_expiry(key, None, m.expire_at, &mut writes);
+            writes.push((keys::meta(key), None));
+            self.write(writes);
             self.shared.metrics.key_expired();
             return Ok(false);
         }
@@ -194,14 +216,9 @@ impl<'a> Conn<'a> {
     }
 
     /// The writes that make `m` `key`'s metadata; `old` is its metadata
-    /// before, if the command read it (the expiry index gets an entry
-    /// when the expiry changes; an entry left stale is dropped when due).
+    /// before, if the command read it (see [`index_expiry`]).
     fn put(&self, key: &[u8], m: &Meta, old: Option<&Meta>, writes: &mut Writes) {
-        if let Some(at) = m.expire_at {
-            if old.and_then(|o| o.expire_at) != Some(at) {
-                writes.push((keys::expiry(at, key), Some(Vec::new())));
-            }
-        }
+        index_expiry(key, m.expire_at, old.and_then(|o| o.expire_at), writes);
         writes.push((keys::meta(key), Some(m.encode())));
     }
 

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 
 use super::expire::{option_expiry, Unit};
 use super::{
-    float, format_float, integer, not_float, not_integer, syntax_error, wrong_type, Res, Writes,
+    float, format_float, index_expiry, integer, not_float, not_integer, syntax_error, wrong_type,
+    Res, Writes,
 };
 use crate::server::conn::Conn;
 use crate::server::keys;
@@ -99,16 +100,14 @@ impl<'a> Conn<'a> {
     ) -> Res<()> {
         self.check_string(value.len())?;
         let version = self.new_version()?;
-        if let Some(at) = expire_at {
-            if at <= self.now {
-                // Already expired: the key is gone.
-                writes.push((keys::meta(key), None));
-                return Ok(());
-            }
-            if old.and_then(|o| o.expire_at) != Some(at) {
-                writes.push((keys::expiry(at, key), Some(Vec::new())));
-            }
+        let before = old.and_then(|o| o.expire_at);
+        if expire_at.is_some_and(|at| at <= self.now) {
+            // Already expired: the key is gone.
+            index_expiry(key, None, before, writes);
+            writes.push((keys::meta(key), None));
+            return Ok(());
         }
+        index_expiry(key, expire_at, before, writes);
         writes.push((
             keys::meta(key),
             Some(meta::encode_string(version, expire_at, value)),
@@ -155,8 +154,14 @@ impl<'a> Conn<'a> {
         };
         let mut writes = Vec::new();
         if !(o.nx || o.xx || o.get || o.keepttl) {
-            // No read: a new version over whatever the key held.
-            self.put_string(key, value, expire_at, None, &mut writes)?;
+            // A plain SET reads nothing: a new version over whatever the
+            // key held. With an expiry it reads the old one, so that
+            // refreshing a key's TTL over and over leaves one index entry.
+            let old = match expire_at {
+                Some(_) => self.get_raw(&keys::meta(key))?.and_then(Meta::decode),
+                None => None,
+            };
+            self.put_string(key, value, expire_at, old.as_ref(), &mut writes)?;
             self.write(writes);
             return Ok(Reply::ok());
         }
@@ -199,8 +204,9 @@ impl<'a> Conn<'a> {
             Unit::Millis
         };
         let at = option_expiry(&args[2], unit, true, self.now, name)?;
+        let old = self.get_raw(&keys::meta(&args[1]))?.and_then(Meta::decode);
         let mut writes = Vec::new();
-        self.put_string(&args[1], &args[3], Some(at), None, &mut writes)?;
+        self.put_string(&args[1], &args[3], Some(at), old.as_ref(), &mut writes)?;
         self.write(writes);
         Ok(Reply::ok())
     }
@@ -242,7 +248,12 @@ impl<'a> Conn<'a> {
         let reply = Reply::Bulk(m.value().unwrap_or_default().to_vec());
         match change {
             None => {}
-            Some(Some(at)) if at <= self.now => self.write(vec![(keys::meta(key), None)]),
+            Some(Some(at)) if at <= self.now => {
+                let mut writes = Vec::new();
+                index_expiry(key, None, m.expire_at, &mut writes);
+                writes.push((keys::meta(key), None));
+                self.write(writes);
+            }
             Some(at) if at != m.expire_at => {
                 let mut next = m.clone();
                 next.expire_at = at;

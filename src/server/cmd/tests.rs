@@ -1,0 +1,85 @@
+//! Commands on a shard over simulated devices, without a socket.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::config::Durability;
+use crate::server::conn::{Conn, Outcome};
+use crate::server::keys;
+use crate::server::metrics::testing;
+use crate::server::resp::{Limits, Reply};
+use crate::server::shard::{Deps, Shard};
+use crate::server::{Client, ServerOptions, Shared};
+
+pub fn options() -> ServerOptions {
+    ServerOptions {
+        listen: ([127, 0, 0, 1], 0).into(),
+        password: None,
+        max_clients: 16,
+        limits: Limits {
+            max_bulk: 1 << 20,
+            max_query: 1 << 20,
+        },
+        durability: Durability::Sync,
+        max_key: 1024,
+        max_value: 4096,
+        metrics: None,
+        config_file: "test".into(),
+    }
+}
+
+/// Runs one command; its reply and what the reply waits for.
+pub fn run_command<'a>(conn: &mut Conn<'a>, args: &[String]) -> (Reply, Deps<'a>) {
+    let args = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    let (_, out) = conn.dispatch(args);
+    let Outcome::Reply(r) = out else {
+        panic!("a data command closes nothing");
+    };
+    (r, std::mem::take(&mut conn.deps))
+}
+
+fn words(line: &str) -> Vec<String> {
+    line.split(' ').map(str::to_string).collect()
+}
+
+/// Refreshing a key's expiry over and over leaves one entry in the
+/// expiry index, whichever command refreshes it.
+#[test]
+fn a_refreshed_expiry_leaves_one_index_entry() {
+    let devs = testing::sim_devices(&testing::model(1));
+    let shared = Shared::new(
+        testing::open_any(&devs),
+        options(),
+        ([127, 0, 0, 1], 0).into(),
+    )
+    .unwrap();
+    let shard = Rc::new(Shard::new(&shared.engine));
+    let mut conn = Conn::new(&shared, Arc::new(Client::detached(1)), shard.clone());
+    for i in 0..20 {
+        for cmd in [
+            format!("SET k v EX {}", 100 + i),
+            format!("SETEX k {} v", 200 + i),
+            format!("EXPIRE k {}", 300 + i),
+            format!("GETEX k PX {}", 400_000 + i),
+        ] {
+            let (r, _) = run_command(&mut conn, &words(&cmd));
+            assert!(!r.is_error(), "{cmd}: {r:?}");
+        }
+    }
+    let (r, _) = run_command(&mut conn, &words("PERSIST k"));
+    assert_eq!(r, Reply::Int(1));
+    run_command(&mut conn, &words("SET gone v PX 100000"));
+    run_command(&mut conn, &words("EXPIRE gone 0"));
+    let mut deps = Deps::default();
+    let index = shard
+        .scan(keys::EXPIRES, Some(&[0, 3]), 100, &mut deps)
+        .unwrap();
+    assert!(index.is_empty(), "{} index entries left", index.len());
+    run_command(&mut conn, &words("SET k v EX 1000"));
+    let index = shard
+        .scan(keys::EXPIRES, Some(&[0, 3]), 100, &mut deps)
+        .unwrap();
+    assert_eq!(index.len(), 1);
+    std::mem::forget(conn);
+    std::mem::forget(shard);
+}
