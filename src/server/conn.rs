@@ -144,7 +144,7 @@ pub struct Conn<'a> {
     /// Encoded replies not yet sent.
     pub out: Vec<u8>,
     /// The time the running command judges expiry by (milliseconds since
-    /// the epoch), as Redis's command time snapshot.
+    /// the epoch), as Redis's command time snapshot; 0 until it asks.
     pub now: u64,
 }
 

@@ -106,7 +106,7 @@ impl<'a> Conn<'a> {
         }
         if relative {
             when = when
-                .checked_add(self.now as i64)
+                .checked_add(self.now() as i64)
                 .ok_or_else(|| invalid(name))?;
         }
         let Some(m) = self.lookup(key)? else {
@@ -120,7 +120,7 @@ impl<'a> Conn<'a> {
         if refused {
             return Ok(Reply::Int(0));
         }
-        if when <= self.now as i64 {
+        if when <= self.now() as i64 {
             let mut writes = Vec::new();
             index_expiry(key, None, m.expire_at, &mut writes);
             writes.push((keys::meta(key), None));
@@ -144,7 +144,7 @@ impl<'a> Conn<'a> {
             return Ok(Reply::Int(-1));
         };
         let ms = if remaining {
-            at.saturating_sub(self.now)
+            at.saturating_sub(self.now())
         } else {
             at
         } as i64;

@@ -107,6 +107,15 @@ fn corrupt(key: &[u8]) -> Reply {
 }
 
 impl<'a> Conn<'a> {
+    /// The time the command judges expiry by, read from the clock the
+    /// first time the command asks (most never do).
+    fn now(&mut self) -> u64 {
+        if self.now == 0 {
+            self.now = self.shared.clock.now();
+        }
+        self.now
+    }
+
     fn engine(&self) -> &'a ServerEngine {
         &self.shared.engine
     }
@@ -182,7 +191,7 @@ impl<'a> Conn<'a> {
             self.get_raw(keys::FLOOR)?;
             return Ok(false);
         }
-        if m.expired(self.now) {
+        if m.expire_at.is_some() && m.expired(self.now()) {
             let mut writes = Vec::new();
             index_expiry(key, None, m.expire_at, &mut writes);
             writes.push((keys::meta(key), None));
@@ -363,7 +372,7 @@ impl<'a> Conn<'a> {
                 i += step.max(1);
             }
         }
-        self.now = self.shared.clock.now();
+        self.now = 0;
         let name = spec.name;
         let r = match spec.group {
             "string" => self.strings(name, &args),

@@ -101,7 +101,7 @@ impl<'a> Conn<'a> {
         self.check_string(value.len())?;
         let version = self.new_version()?;
         let before = old.and_then(|o| o.expire_at);
-        if expire_at.is_some_and(|at| at <= self.now) {
+        if expire_at.is_some_and(|at| at <= self.now()) {
             // Already expired: the key is gone.
             index_expiry(key, None, before, writes);
             writes.push((keys::meta(key), None));
@@ -148,7 +148,7 @@ impl<'a> Conn<'a> {
         let o = set_options(args)?;
         let expire_at = match o.expiry {
             Some((unit, relative, at)) => {
-                Some(option_expiry(&args[at], unit, relative, self.now, "set")?)
+                Some(option_expiry(&args[at], unit, relative, self.now(), "set")?)
             }
             None => None,
         };
@@ -203,7 +203,7 @@ impl<'a> Conn<'a> {
         } else {
             Unit::Millis
         };
-        let at = option_expiry(&args[2], unit, true, self.now, name)?;
+        let at = option_expiry(&args[2], unit, true, self.now(), name)?;
         let old = self.get_raw(&keys::meta(&args[1]))?.and_then(Meta::decode);
         let mut writes = Vec::new();
         self.put_string(&args[1], &args[3], Some(at), old.as_ref(), &mut writes)?;
@@ -234,7 +234,7 @@ impl<'a> Conn<'a> {
                     } else {
                         Unit::Millis
                     };
-                    let at = option_expiry(&args[i + 1], unit, opt.len() == 2, self.now, "getex")?;
+                    let at = option_expiry(&args[i + 1], unit, opt.len() == 2, self.now(), "getex")?;
                     change = Some(Some(at));
                     i += 1;
                 }
@@ -248,7 +248,7 @@ impl<'a> Conn<'a> {
         let reply = Reply::Bulk(m.value().unwrap_or_default().to_vec());
         match change {
             None => {}
-            Some(Some(at)) if at <= self.now => {
+            Some(Some(at)) if at <= self.now() => {
                 let mut writes = Vec::new();
                 index_expiry(key, None, m.expire_at, &mut writes);
                 writes.push((keys::meta(key), None));
