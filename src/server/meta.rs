@@ -67,14 +67,26 @@ impl Type {
 }
 
 /// What a key's metadata holds besides its type, version and expiry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Eq)]
 pub enum Body {
-    /// A string's value.
-    Value(Vec<u8>),
+    /// A string's value: the bytes from the offset on (decoding leaves
+    /// the header in front rather than move the value).
+    Value(Vec<u8>, usize),
     /// How many elements a hash, set or sorted set has.
     Count(u64),
     /// Where a list's elements are: positions head..tail.
     Ends(u64, u64),
+}
+
+impl PartialEq for Body {
+    fn eq(&self, o: &Body) -> bool {
+        match (self, o) {
+            (Body::Value(a, i), Body::Value(b, j)) => a[*i..] == b[*j..],
+            (Body::Count(a), Body::Count(b)) => a == b,
+            (Body::Ends(a, b), Body::Ends(c, d)) => (a, b) == (c, d),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,7 +132,7 @@ impl Meta {
             kind: Type::String,
             version,
             expire_at,
-            body: Body::Value(value),
+            body: Body::Value(value, 0),
         }
     }
 
@@ -144,7 +156,7 @@ impl Meta {
     /// A string's value.
     pub fn value(&self) -> Option<&[u8]> {
         match &self.body {
-            Body::Value(v) => Some(v),
+            Body::Value(v, at) => Some(&v[*at..]),
             Body::Count(_) | Body::Ends(..) => None,
         }
     }
@@ -154,7 +166,7 @@ impl Meta {
         match self.body {
             Body::Count(n) => n,
             Body::Ends(head, tail) => tail - head,
-            Body::Value(_) => 1,
+            Body::Value(..) => 1,
         }
     }
 
@@ -172,7 +184,7 @@ impl Meta {
 
     pub fn encode(&self) -> Vec<u8> {
         match &self.body {
-            Body::Value(v) => encode_string(self.version, self.expire_at, v),
+            Body::Value(v, at) => encode_string(self.version, self.expire_at, &v[*at..]),
             Body::Count(n) => {
                 let mut out = header(self.kind, self.version, self.expire_at, 8);
                 out.extend_from_slice(&n.to_le_bytes());
@@ -187,9 +199,9 @@ impl Meta {
         }
     }
 
-    /// Decodes metadata, taking a string's value out of `raw` without a
-    /// copy; `None` if `raw` is not metadata this encoding writes.
-    pub fn decode(mut raw: Vec<u8>) -> Option<Meta> {
+    /// Decodes metadata, keeping a string's value in `raw` (no copy, no
+    /// move); `None` if `raw` is not metadata this encoding writes.
+    pub fn decode(raw: Vec<u8>) -> Option<Meta> {
         let kind = Type::of_tag(*raw.first()?)?;
         let flags = *raw.get(1)?;
         if flags & !HAS_EXPIRY != 0 {
@@ -206,8 +218,7 @@ impl Meta {
         };
         let body = match kind {
             Type::String => {
-                raw.drain(..head);
-                Body::Value(raw)
+                Body::Value(raw, head)
             }
             Type::List => {
                 let (h, t) = (word(head)?, word(head + 8)?);

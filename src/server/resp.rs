@@ -359,6 +359,9 @@ pub enum Reply {
     /// A double: `,1.5` in RESP3, a bulk string in RESP2.
     Double(f64),
     Bulk(Vec<u8>),
+    /// The bytes of a buffer from an offset on, as a bulk string: a value
+    /// sent without moving it out of what it was read with.
+    BulkFrom(Vec<u8>, usize),
     /// A missing value: `$-1` in RESP2, `_` in RESP3.
     Nil,
     Array(Vec<Reply>),
@@ -380,6 +383,7 @@ impl Reply {
             }
             Reply::Error(s) | Reply::Verbatim(s) => 32 + s.len(),
             Reply::Bulk(b) => 32 + b.len(),
+            Reply::BulkFrom(b, at) => 32 + b.len() - at,
             Reply::Array(a) => 32 + a.iter().map(Reply::weight).sum::<usize>(),
             Reply::Map(m) => {
                 32 + m
@@ -422,6 +426,7 @@ impl Reply {
             }
             Reply::Int(n) => line_to(out, b':', n.to_string().as_bytes()),
             Reply::Bulk(b) => bulk_to(out, b'$', b),
+            Reply::BulkFrom(b, at) => bulk_to(out, b'$', &b[*at..]),
             Reply::Double(d) if resp3 => line_to(out, b',', format_double(*d).as_bytes()),
             Reply::Double(d) => bulk_to(out, b'$', format_double(*d).as_bytes()),
             Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),

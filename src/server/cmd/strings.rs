@@ -121,7 +121,7 @@ impl<'a> Conn<'a> {
         self.check_string(value.len())?;
         let m = match m {
             Some(mut m) => {
-                m.body = meta::Body::Value(value);
+                m.body = meta::Body::Value(value, 0);
                 m
             }
             None => Meta::string(self.new_version()?, value, None),
@@ -424,7 +424,7 @@ fn check_size(len: u64) -> Res<()> {
 /// A string's value as a reply, without a copy.
 fn into_bulk(m: Meta) -> Reply {
     match m.body {
-        meta::Body::Value(v) => Reply::Bulk(v),
+        meta::Body::Value(v, at) => Reply::BulkFrom(v, at),
         meta::Body::Count(_) | meta::Body::Ends(..) => Reply::Nil,
     }
 }
