@@ -32,8 +32,8 @@ pub enum Part<'a> {
 }
 
 /// The tags of sub-keys: a hash's field, a list's element (by its
-/// position, big-endian), a set's member, a sorted set's member (to its
-/// score) and its (score, member) order.
+/// position, big-endian), a set's member (after 4 bytes of its hash), a
+/// sorted set's member (to its score) and its (score, member) order.
 pub const FIELD: u8 = b'f';
 pub const ITEM: u8 = b'l';
 pub const MEMBER: u8 = b'm';

@@ -217,9 +217,7 @@ impl Meta {
             (None, 10)
         };
         let body = match kind {
-            Type::String => {
-                Body::Value(raw, head)
-            }
+            Type::String => Body::Value(raw, head),
             Type::List => {
                 let (h, t) = (word(head)?, word(head + 8)?);
                 if raw.len() != head + 16 || h > t {

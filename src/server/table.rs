@@ -91,6 +91,8 @@ pub static COMMANDS: &[Spec] = &[
     spec("bitcount", -2, RS, K1, "bitmap", "Counts the set bits of a string (BYTE, BIT)."),
     spec("bitpos", -3, RS, K1, "bitmap", "The first bit set or clear (BYTE, BIT)."),
     spec("bitop", -4, WD, NO, "bitmap", "AND, OR, XOR or NOT of strings, stored."),
+    spec("bitfield", -2, WD, K1, "bitmap", "Integers at bit offsets: GET, SET, INCRBY, OVERFLOW."),
+    spec("bitfield_ro", -2, RS, K1, "bitmap", "Integers at bit offsets: GET."),
     // Hashes.
     spec("hset", -4, WD, K1, "hash", "Sets fields of a hash."),
     spec("hmset", -4, WD, K1, "hash", "Sets fields of a hash (replies OK)."),

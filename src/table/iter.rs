@@ -49,9 +49,20 @@ impl Cursor {
                         return None;
                     }
                     let i = self.next_block;
+                    let first = i == table.first_block(&self.from);
                     self.next_block += 1;
-                    match table.read_block(src, i, false) {
-                        Ok(scan) => self.scan.insert(scan),
+                    // The first block of a scan is cached like a point
+                    // lookup's, and the scan seeks in it to its start (a
+                    // short range, an LRANGE or a pop, reads one block it
+                    // will likely read again); later blocks only use the
+                    // cache, so a long scan does not flush it.
+                    match table.read_block(src, i, first) {
+                        Ok(mut scan) => {
+                            if first {
+                                scan.seek(&self.from);
+                            }
+                            self.scan.insert(scan)
+                        }
                         Err(e) => return Some(Err(e)),
                     }
                 }

@@ -322,6 +322,43 @@ fn bits_lcs_copy_object_and_memory() {
         e(&mut c, &["BITOP", "NOT", "o", "b", "z"]),
         "ERR BITOP NOT must be called with a single source key."
     );
+    // BITFIELD: wrap by default, SAT and FAIL on request.
+    assert_eq!(
+        q::<Vec<i64>>(
+            &mut c,
+            &["BITFIELD", "bf", "SET", "u8", "0", "255", "GET", "u8", "0"]
+        ),
+        [0, 255]
+    );
+    assert_eq!(
+        q::<Vec<i64>>(&mut c, &["BITFIELD", "bf", "INCRBY", "u8", "0", "10"]),
+        [9]
+    );
+    assert_eq!(
+        q::<Vec<i64>>(
+            &mut c,
+            &["BITFIELD", "bf", "OVERFLOW", "SAT", "INCRBY", "u8", "#0", "300"]
+        ),
+        [255]
+    );
+    assert_eq!(
+        q::<Vec<Option<i64>>>(
+            &mut c,
+            &["BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "1"]
+        ),
+        [None]
+    );
+    assert_eq!(
+        q::<Vec<i64>>(&mut c, &["BITFIELD_RO", "bf", "GET", "i8", "0"]),
+        [-1]
+    );
+    assert_eq!(
+        e(&mut c, &["BITFIELD_RO", "bf", "SET", "u8", "0", "1"]),
+        "ERR BITFIELD_RO only supports the GET subcommand"
+    );
+    assert!(
+        e(&mut c, &["BITFIELD", "bf", "GET", "u64", "0"]).starts_with("ERR Invalid bitfield type")
+    );
     // LCS, as Redis's documentation gives it.
     q::<()>(&mut c, &["MSET", "k1", "ohmytext", "k2", "mynewtext"]);
     assert_eq!(q::<String>(&mut c, &["LCS", "k1", "k2"]), "mytext");
@@ -413,7 +450,7 @@ fn bits_lcs_copy_object_and_memory() {
         ["a", "b"]
     );
     let info: String = q(&mut c, &["INFO", "keyspace"]);
-    assert!(info.contains("db0:keys=9,expires=0,avg_ttl=0"), "{info}");
+    assert!(info.contains("db0:keys=10,expires=0,avg_ttl=0"), "{info}");
     q::<()>(&mut c, &["SAVE"]);
     assert_eq!(q::<String>(&mut c, &["RESET"]), "RESET");
 }

@@ -52,6 +52,8 @@ impl<'a> Conn<'a> {
             "bitcount" => self.bitcount(&args[1], &args[2..]),
             "bitpos" => self.bitpos(&args[1], &args[2..]),
             "bitop" => self.bitop(&args[1..]),
+            "bitfield" => self.bitfield(args, false),
+            "bitfield_ro" => self.bitfield(args, true),
             _ => return None,
         })
     }

@@ -169,10 +169,12 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
             int(q(&["LLEN", NAMES[0]])),
             strings(q(&["LRANGE", NAMES[0], "0", "-1"])),
         ),
-        (
-            int(q(&["SCARD", NAMES[1]])),
-            strings(q(&["SMEMBERS", NAMES[1]])),
-        ),
+        (int(q(&["SCARD", NAMES[1]])), {
+            // In no particular order.
+            let mut m = strings(q(&["SMEMBERS", NAMES[1]]));
+            m.sort();
+            m
+        }),
         (
             int(q(&["ZCARD", NAMES[2]])),
             strings(q(&["ZRANGE", NAMES[2], "0", "-1"])),

@@ -7,6 +7,7 @@
 //! one [`Conn::write`] (one WAL group, all-or-nothing after a crash) or
 //! fails before writing anything.
 
+mod bitfield;
 mod bits;
 #[cfg(test)]
 mod crash_tests;
@@ -335,7 +336,13 @@ impl<'a> Conn<'a> {
         };
         let mut out = Vec::new();
         for (k, v) in got {
-            let elem = k[start.len()..].to_vec();
+            let rest = &k[start.len()..];
+            let elem = if kind == Type::Set {
+                sets::member_of(rest)
+            } else {
+                rest
+            }
+            .to_vec();
             if pattern
                 .as_ref()
                 .is_some_and(|p| !super::glob::matches(p, &elem))

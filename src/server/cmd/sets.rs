@@ -1,6 +1,11 @@
 //! Sets: a member is a sub-key under the set's version, the count in the
 //! metadata, so SISMEMBER is one lookup, SCARD none beyond the metadata,
-//! and deleting a set of any size one write.
+//! and deleting a set of any size one write. Members are ordered by a
+//! hash of the member (4 bytes before it in the sub-key), so a seek to a
+//! random point finds a member uniformly at random: SPOP and SRANDMEMBER
+//! of a large set read only what they return, and what SPOP deletes is
+//! spread over the set rather than piled up where every next pop would
+//! have to step over it.
 
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
@@ -21,6 +26,23 @@ enum Op {
     Inter,
     Union,
     Diff,
+}
+
+/// The sub-key of `member` in set `key` at `version`.
+pub fn member_key(key: &[u8], version: u64, member: &[u8]) -> Vec<u8> {
+    let mut k = keys::sub(key, version, MEMBER, 4 + member.len());
+    k.extend_from_slice(&hash4(member));
+    k.extend_from_slice(member);
+    k
+}
+
+fn hash4(member: &[u8]) -> [u8; 4] {
+    ((xxhash_rust::xxh3::xxh3_64(member) >> 32) as u32).to_be_bytes()
+}
+
+/// A member from what follows the tag in its sub-key.
+pub fn member_of(rest: &[u8]) -> &[u8] {
+    rest.get(4..).unwrap_or_default()
 }
 
 fn members_reply(members: impl IntoIterator<Item = Vec<u8>>) -> Reply {
@@ -56,17 +78,15 @@ impl<'a> Conn<'a> {
     }
 
     fn has_member(&mut self, key: &[u8], m: &Meta, member: &[u8]) -> Res<bool> {
-        Ok(self
-            .get_raw(&keys::element(key, m.version, MEMBER, member))?
-            .is_some())
+        Ok(self.get_raw(&member_key(key, m.version, member))?.is_some())
     }
 
-    /// Every member of set `m`, in order.
+    /// Every member of set `m`, in hash order.
     fn all_members(&mut self, key: &[u8], m: &Meta) -> Res<Vec<Vec<u8>>> {
         Ok(self
             .elements(key, m.version, MEMBER, usize::MAX)?
             .into_iter()
-            .map(|(k, _)| k)
+            .map(|(k, _)| member_of(&k).to_vec())
             .collect())
     }
 
@@ -95,7 +115,7 @@ impl<'a> Conn<'a> {
             seen.push(mem);
             if old.is_none() || !self.has_member(key, &m, mem)? {
                 added += 1;
-                writes.push((keys::element(key, m.version, MEMBER, mem), Some(Vec::new())));
+                writes.push((member_key(key, m.version, mem), Some(Vec::new())));
             }
         }
         if added > 0 {
@@ -123,7 +143,7 @@ impl<'a> Conn<'a> {
             return;
         }
         for mem in members {
-            writes.push((keys::element(key, m.version, MEMBER, mem), None));
+            writes.push((member_key(key, m.version, mem), None));
         }
         let mut next = m.clone();
         next.set_count(left);
@@ -199,13 +219,13 @@ impl<'a> Conn<'a> {
         while (out.len() as u64) < n && tries < 8 * n + 64 {
             tries += 1;
             let mut from = start.clone();
-            from.extend_from_slice(&rand::rng().random::<[u8; 8]>());
+            from.extend_from_slice(&rand::rng().random::<[u8; 4]>());
             let mut got = self.scan_raw(&from, Some(&end), 1)?;
             if got.is_empty() {
                 got = self.scan_raw(&start, Some(&end), 1)?;
             }
             if let Some((k, _)) = got.pop() {
-                let mem = k[start.len()..].to_vec();
+                let mem = member_of(&k[start.len()..]).to_vec();
                 if !out.contains(&mem) {
                     out.push(mem);
                 }

@@ -234,7 +234,8 @@ impl<'a> Conn<'a> {
                     } else {
                         Unit::Millis
                     };
-                    let at = option_expiry(&args[i + 1], unit, opt.len() == 2, self.now(), "getex")?;
+                    let at =
+                        option_expiry(&args[i + 1], unit, opt.len() == 2, self.now(), "getex")?;
                     change = Some(Some(at));
                     i += 1;
                 }

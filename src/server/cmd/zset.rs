@@ -888,7 +888,7 @@ impl<'a> Conn<'a> {
             Some(m) if m.kind == Type::Set => Ok(Some(
                 self.elements(key, m.version, MEMBER, usize::MAX)?
                     .into_iter()
-                    .map(|(mem, _)| (mem, 1.0))
+                    .map(|(mem, _)| (super::sets::member_of(&mem).to_vec(), 1.0))
                     .collect(),
             )),
             Some(_) => Err(wrong_type()),
