@@ -204,9 +204,15 @@ impl<'a> Conn<'a> {
         ))
     }
 
-    /// Up to `n` distinct members of set `m` picked at random.
-    fn pick(&mut self, key: &[u8], m: &Meta, n: u64) -> Res<Vec<Vec<u8>>> {
-        if m.count() <= READ_WHOLE || n * 2 >= m.count() {
+    /// Up to `n` distinct members of set `m` picked at random: `uniform`
+    /// reads a set of up to [`READ_WHOLE`] members whole to pick exactly
+    /// uniformly (SRANDMEMBER); otherwise members are found by seeking to
+    /// random points of the hash order (each member is as likely as the
+    /// gap of hashes before it), which reads only what it returns (SPOP:
+    /// a set popped down to its last members is left with the tombstones
+    /// of the others, which a whole read would step over at every pop).
+    fn pick(&mut self, key: &[u8], m: &Meta, n: u64, uniform: bool) -> Res<Vec<Vec<u8>>> {
+        if (uniform && m.count() <= READ_WHOLE) || n * 2 >= m.count() {
             let mut all = self.all_members(key, m)?;
             all.shuffle(&mut rand::rng());
             all.truncate(n as usize);
@@ -255,7 +261,7 @@ impl<'a> Conn<'a> {
         if want == 0 {
             return Ok(Reply::Array(vec![]));
         }
-        let got = self.pick(key, &m, want)?;
+        let got = self.pick(key, &m, want, false)?;
         let mut writes = Vec::new();
         self.remove_members(key, &m, &got, &mut writes);
         self.write(writes);
@@ -290,15 +296,20 @@ impl<'a> Conn<'a> {
         };
         match count {
             None => Ok(self
-                .pick(key, &m, 1)?
+                .pick(key, &m, 1, true)?
                 .into_iter()
                 .next()
                 .map_or(Reply::Nil, Reply::Bulk)),
-            Some(n) if n >= 0 => Ok(members_reply(self.pick(key, &m, n as u64)?)),
+            Some(n) if n >= 0 => Ok(members_reply(self.pick(key, &m, n as u64, true)?)),
             Some(n) => {
                 // Negative: that many, repeats allowed.
                 let n = n.unsigned_abs();
-                let pool = self.pick(key, &m, n.min(READ_WHOLE).max(m.count().min(READ_WHOLE)))?;
+                let pool = self.pick(
+                    key,
+                    &m,
+                    n.min(READ_WHOLE).max(m.count().min(READ_WHOLE)),
+                    true,
+                )?;
                 let mut rng = rand::rng();
                 Ok(members_reply(
                     (0..n).filter_map(|_| pool.choose(&mut rng).cloned()),
