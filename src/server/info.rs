@@ -13,22 +13,6 @@ use super::metrics::{device_figures, unix_secs, ServerMetrics};
 use crate::device::Device;
 use crate::engine::{Engine, EngineStats};
 
-/// The sections this module makes, in the order `INFO` prints them.
-pub const SECTIONS: &[&str] = &[
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "wal",
-    "memstore",
-    "devices",
-    "reactors",
-    "commandstats",
-    "latencystats",
-];
-
 /// Every section INFO prints, in order: the server's own first
 /// (`server`) and last (`keyspace`), this module's between.
 const ORDER: &[&str] = &[
@@ -47,6 +31,14 @@ const ORDER: &[&str] = &[
     "latencystats",
     "keyspace",
 ];
+
+/// The sections this module makes, in the order `INFO` prints them:
+/// all but the server's own.
+pub const SECTIONS: &[&str] = {
+    let (_, rest) = ORDER.split_first().expect("sections");
+    let (_, middle) = rest.split_last().expect("sections");
+    middle
+};
 
 /// The sections INFO's arguments ask for (any case), in order, each
 /// once: none or `default` give all but the per-command ones, `all` and

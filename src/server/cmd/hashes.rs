@@ -2,7 +2,7 @@
 //! the metadata, so HLEN is one lookup and deleting a hash of any size
 //! one write.
 
-use super::{float, format_float, integer, not_float, not_integer, Res, Writes};
+use super::{float, format_float, integer, not_float, not_integer, random_pick, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, FIELD};
 use crate::server::meta::{Meta, Type};
@@ -232,7 +232,6 @@ impl<'a> Conn<'a> {
     /// HRANDFIELD: distinct fields for a count from 0 up, repeats allowed
     /// for a negative count.
     fn hrandfield(&mut self, key: &[u8], rest: &[Vec<u8>]) -> Res<Reply> {
-        use rand::seq::{IndexedRandom, SliceRandom};
         let (count, values) = match rest {
             [] => (None, false),
             [c] => (Some(integer(c).ok_or_else(not_integer)?), false),
@@ -251,23 +250,14 @@ impl<'a> Conn<'a> {
                 Reply::Nil
             });
         };
-        let mut all = self.elements(key, m.version, FIELD, usize::MAX)?;
-        let mut rng = rand::rng();
-        let picked: Vec<(Vec<u8>, Vec<u8>)> = match count {
-            None => {
-                return Ok(all
-                    .choose(&mut rng)
-                    .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f.clone())))
-            }
-            Some(c) if c >= 0 => {
-                all.shuffle(&mut rng);
-                all.truncate(c as usize);
-                all
-            }
-            Some(c) => (0..c.unsigned_abs())
-                .filter_map(|_| all.choose(&mut rng).cloned())
-                .collect(),
-        };
+        let all = self.elements(key, m.version, FIELD, usize::MAX)?;
+        let picked = random_pick(all, count);
+        if count.is_none() {
+            return Ok(picked
+                .into_iter()
+                .next()
+                .map_or(Reply::Nil, |(f, _)| Reply::Bulk(f)));
+        }
         let mut out = Vec::new();
         for (f, v) in picked {
             if values && self.proto >= 3 {

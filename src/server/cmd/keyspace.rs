@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{integer, not_integer, syntax_error, Res, Writes};
+use super::{integer, not_integer, scan_options, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, Part};
 use crate::server::meta::{Meta, Type};
@@ -341,24 +341,8 @@ impl<'a> Conn<'a> {
                 .ok_or_else(|| Reply::err("invalid cursor (expired or unknown)"))?,
             _ => return Err(Reply::err("invalid cursor")),
         };
-        let (mut pattern, mut count, mut kind) = (None, 10usize, None);
-        for pair in args[1..].chunks(2) {
-            let [opt, value] = pair else {
-                return Err(syntax_error());
-            };
-            match opt.to_ascii_lowercase().as_slice() {
-                b"match" => pattern = Some(value.clone()),
-                b"count" => {
-                    count = match integer(value) {
-                        Some(n) if n >= 1 => (n as usize).min(100_000),
-                        Some(_) => return Err(syntax_error()),
-                        None => return Err(not_integer()),
-                    }
-                }
-                b"type" => kind = Some(Type::named(value)),
-                _ => return Err(syntax_error()),
-            }
-        }
+        let mut kind = None;
+        let (pattern, count) = scan_options(&args[1..], Some(&mut kind))?;
         let (found, next) = self.walk(&from, count, b"")?;
         let cursor = match next {
             Some(k) => self.shared.save_cursor(k),

@@ -4,7 +4,7 @@
 //! LINDEX one lookup and LRANGE reads only what it returns. An insert or
 //! removal inside the list moves the elements on its shorter side.
 
-use super::{integer, not_integer, syntax_error, wrong_type, Res, Writes};
+use super::{integer, mpop_args, not_integer, syntax_error, wrong_type, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, ITEM};
 use crate::server::meta::{Body, Meta, Type};
@@ -544,24 +544,8 @@ impl<'a> Conn<'a> {
     }
 
     fn lmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
-        let n = match integer(&args[0]) {
-            Some(n) if n > 0 => n as usize,
-            Some(_) => return Err(Reply::err("numkeys should be greater than 0")),
-            None => return Err(Reply::err("numkeys should be greater than 0")),
-        };
-        if args.len() < n + 2 {
-            return Err(syntax_error());
-        }
-        let names = &args[1..=n];
-        let end = end_named(&args[n + 1]).ok_or_else(syntax_error)?;
-        let count = match &args[n + 2..] {
-            [] => 1,
-            [opt, v] if opt.eq_ignore_ascii_case(b"count") => match integer(v) {
-                Some(c) if c > 0 => c as u64,
-                _ => return Err(Reply::err("count should be greater than 0")),
-            },
-            _ => return Err(syntax_error()),
-        };
+        let (names, at, count) = mpop_args(args)?;
+        let end = end_named(at).ok_or_else(syntax_error)?;
         for k in names {
             self.check_key(k)?;
         }

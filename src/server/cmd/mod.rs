@@ -100,6 +100,80 @@ pub fn index_expiry(key: &[u8], new: Option<u64>, old: Option<u64>, writes: &mut
     }
 }
 
+/// Items picked at random as HRANDFIELD and ZRANDMEMBER pick them: one
+/// for no count, distinct ones (at most all) for a count from 0 up, that
+/// many with repeats for a negative count.
+pub fn random_pick<T: Clone>(mut all: Vec<T>, count: Option<i64>) -> Vec<T> {
+    use rand::seq::{IndexedRandom, SliceRandom};
+    let mut rng = rand::rng();
+    match count {
+        None => all.choose(&mut rng).cloned().into_iter().collect(),
+        Some(c) if c >= 0 => {
+            all.shuffle(&mut rng);
+            all.truncate(c as usize);
+            all
+        }
+        Some(c) => (0..c.unsigned_abs())
+            .filter_map(|_| all.choose(&mut rng).cloned())
+            .collect(),
+    }
+}
+
+/// What LMPOP and ZMPOP name: the keys, where to pop from, how many.
+pub type Mpop<'x> = (&'x [Vec<u8>], &'x [u8], u64);
+
+/// The keys and COUNT of LMPOP and ZMPOP (`numkeys key ... <where> [COUNT
+/// n]`), and the argument naming where to pop from.
+pub fn mpop_args(args: &[Vec<u8>]) -> Res<Mpop<'_>> {
+    let n = match integer(&args[0]) {
+        Some(n) if n > 0 => n as usize,
+        _ => return Err(Reply::err("numkeys should be greater than 0")),
+    };
+    if args.len() < n + 2 {
+        return Err(syntax_error());
+    }
+    let count = match &args[n + 2..] {
+        [] => 1,
+        [opt, v] if opt.eq_ignore_ascii_case(b"count") => match integer(v) {
+            Some(c) if c > 0 => c as u64,
+            _ => return Err(Reply::err("count should be greater than 0")),
+        },
+        _ => return Err(syntax_error()),
+    };
+    Ok((&args[1..=n], &args[n + 1], count))
+}
+
+/// SCAN's and SSCAN's `MATCH p` and `COUNT n` (10 by default), after the
+/// cursor; `TYPE t` too where `kind` is given.
+pub fn scan_options(
+    args: &[Vec<u8>],
+    mut kind: Option<&mut Option<Option<Type>>>,
+) -> Res<(Option<Vec<u8>>, usize)> {
+    let (mut pattern, mut count) = (None, 10usize);
+    for pair in args.chunks(2) {
+        let [opt, value] = pair else {
+            return Err(syntax_error());
+        };
+        match opt.to_ascii_lowercase().as_slice() {
+            b"match" => pattern = Some(value.clone()),
+            b"count" => {
+                count = match integer(value) {
+                    Some(n) if n >= 1 => (n as usize).min(100_000),
+                    Some(_) => return Err(syntax_error()),
+                    None => return Err(not_integer()),
+                }
+            }
+            b"type" if kind.is_some() => {
+                if let Some(k) = kind.as_mut() {
+                    **k = Some(Type::named(value));
+                }
+            }
+            _ => return Err(syntax_error()),
+        }
+    }
+    Ok((pattern, count))
+}
+
 fn corrupt(key: &[u8]) -> Reply {
     Reply::err(format!(
         "the metadata of key '{}' is not in a form this server writes",
@@ -286,23 +360,7 @@ impl<'a> Conn<'a> {
     /// a cursor, `COUNT` at a time (10 by default), those that match
     /// `MATCH` (members, fields).
     fn element_scan(&mut self, key: &[u8], kind: Type, args: &[Vec<u8>]) -> Res<Reply> {
-        let (mut pattern, mut count) = (None, 10usize);
-        for pair in args[1..].chunks(2) {
-            let [opt, value] = pair else {
-                return Err(syntax_error());
-            };
-            match opt.to_ascii_lowercase().as_slice() {
-                b"match" => pattern = Some(value.clone()),
-                b"count" => {
-                    count = match integer(value) {
-                        Some(n) if n >= 1 => (n as usize).min(100_000),
-                        Some(_) => return Err(syntax_error()),
-                        None => return Err(not_integer()),
-                    }
-                }
-                _ => return Err(syntax_error()),
-            }
-        }
+        let (pattern, count) = scan_options(&args[1..], None)?;
         let cursor = match integer(&args[0]) {
             Some(c) if c >= 0 => c as u64,
             _ => return Err(Reply::err("invalid cursor")),

@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use rand::seq::{IndexedRandom, SliceRandom};
-
-use super::{float, integer, not_float, not_integer, syntax_error, wrong_type, Res, Writes};
+use super::{
+    float, integer, mpop_args, not_float, not_integer, random_pick, syntax_error, wrong_type, Res,
+    Writes,
+};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, BY_SCORE, MEMBER, SCORED};
 use crate::server::meta::{Meta, Type};
@@ -808,25 +809,10 @@ impl<'a> Conn<'a> {
     }
 
     fn zmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
-        let n = match integer(&args[0]) {
-            Some(n) if n > 0 => n as usize,
-            _ => return Err(Reply::err("numkeys should be greater than 0")),
-        };
-        if args.len() < n + 2 {
-            return Err(syntax_error());
-        }
-        let names = &args[1..=n];
-        let max = match args[n + 1].to_ascii_lowercase().as_slice() {
+        let (names, at, count) = mpop_args(args)?;
+        let max = match at.to_ascii_lowercase().as_slice() {
             b"min" => false,
             b"max" => true,
-            _ => return Err(syntax_error()),
-        };
-        let count = match &args[n + 2..] {
-            [] => 1,
-            [opt, v] if opt.eq_ignore_ascii_case(b"count") => match integer(v) {
-                Some(c) if c > 0 => c as u64,
-                _ => return Err(Reply::err("count should be greater than 0")),
-            },
             _ => return Err(syntax_error()),
         };
         for k in names {
@@ -1014,23 +1000,14 @@ impl<'a> Conn<'a> {
                 Reply::Nil
             });
         };
-        let mut all = self.all_scored(key, &m)?;
-        let mut rng = rand::rng();
-        let picked: Scored = match count {
-            None => {
-                return Ok(all
-                    .choose(&mut rng)
-                    .map_or(Reply::Nil, |(mem, _)| Reply::Bulk(mem.clone())))
-            }
-            Some(c) if c >= 0 => {
-                all.shuffle(&mut rng);
-                all.truncate(c as usize);
-                all
-            }
-            Some(c) => (0..c.unsigned_abs())
-                .filter_map(|_| all.choose(&mut rng).cloned())
-                .collect(),
-        };
+        let all = self.all_scored(key, &m)?;
+        let picked = random_pick(all, count);
+        if count.is_none() {
+            return Ok(picked
+                .into_iter()
+                .next()
+                .map_or(Reply::Nil, |(mem, _)| Reply::Bulk(mem)));
+        }
         Ok(scored_reply(picked, scores, self.proto))
     }
 }
