@@ -4,7 +4,7 @@
 use redis::Value;
 
 use crate::harness::{tempdir, Map, Server};
-use crate::{e, q};
+use crate::{e, info_u64, q};
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -489,15 +489,7 @@ fn deleting_a_collection_of_any_size_is_one_write() {
     }
     p.add_command(z).ignore();
     p.query::<()>(&mut c).unwrap();
-    let records = |c: &mut redis::Connection| -> u64 {
-        let info: String = q(c, &["INFO", "wal"]);
-        info.lines()
-            .find_map(|l| l.strip_prefix("wal_records:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let records = |c: &mut redis::Connection| info_u64(c, "wal", "wal_records");
     let before = records(&mut c);
     assert_eq!(q::<i64>(&mut c, &["DEL", "l", "s"]), 2);
     assert_eq!(q::<i64>(&mut c, &["EXPIRE", "z", "0"]), 1);

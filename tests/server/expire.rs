@@ -7,23 +7,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::Connection;
 
 use crate::harness::{tempdir, Map, Server};
-use crate::{e, q};
+use crate::{e, info_u64, q};
 
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
-}
-
-fn info_field(c: &mut Connection, name: &str) -> u64 {
-    let info: String = q(c, &["INFO", "stats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in {info}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[test]
@@ -182,7 +172,7 @@ fn expired_keys_are_gone_to_every_command_and_the_cycle_deletes_them() {
     let dir = tempdir();
     let s = Server::start(dir.path(), &Map::default());
     let mut c = s.client();
-    let before = info_field(&mut c, "expired_keys");
+    let before = info_u64(&mut c, "stats", "expired_keys");
     let mut p = redis::pipe();
     for i in 0..200 {
         p.cmd("SET")
@@ -214,7 +204,7 @@ fn expired_keys_are_gone_to_every_command_and_the_cycle_deletes_them() {
     // The cycle gets to all of them (about 20 are due a cycle in a debug
     // build), though nothing reads them.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut c, "expired_keys") < before + 201 {
+    while info_u64(&mut c, "stats", "expired_keys") < before + 201 {
         assert!(Instant::now() < deadline, "the cycle did not delete them");
         std::thread::sleep(Duration::from_millis(50));
     }

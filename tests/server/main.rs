@@ -112,3 +112,14 @@ pub fn text(err: &RedisError) -> String {
         _ => err.to_string(),
     }
 }
+
+/// The number field `name` of INFO's `section`.
+pub fn info_u64(c: &mut Connection, section: &str, name: &str) -> u64 {
+    let info: String = q(c, &["INFO", section]);
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}

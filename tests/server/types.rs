@@ -3,7 +3,7 @@
 //! with Redis's replies and errors.
 
 use crate::harness::{tempdir, Map, Server};
-use crate::{e, q};
+use crate::{e, info_u64, q};
 use redis::Value;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -216,16 +216,6 @@ fn rename_keys_randomkey_and_flushall() {
     assert_eq!(q::<Vec<String>>(&mut c, &["KEYS", "*"]), ["after"]);
 }
 
-fn persistence(c: &mut redis::Connection, name: &str) -> u64 {
-    let info: String = q(c, &["INFO", "persistence"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in {info}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// Deleting or replacing a hash is one write; compaction then drops the
 /// old fields from the block files, and never a live one.
 #[test]
@@ -256,7 +246,7 @@ fn compaction_drops_the_fields_of_deleted_and_replaced_hashes() {
     hset(&mut c, "live", 0);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let mut round = 0;
-    while persistence(&mut c, "compaction_filtered") == 0 {
+    while info_u64(&mut c, "persistence", "compaction_filtered") == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "no compaction dropped anything"
@@ -268,7 +258,7 @@ fn compaction_drops_the_fields_of_deleted_and_replaced_hashes() {
         q::<i64>(&mut c, &["DEL", "d", "h"]);
         hset(&mut c, "h", round);
     }
-    assert!(persistence(&mut c, "compactions") >= 1);
+    assert!(info_u64(&mut c, "persistence", "compactions") >= 1);
     for key in ["live", "h"] {
         assert_eq!(q::<i64>(&mut c, &["HLEN", key]), 5000, "{key}");
         let all: std::collections::HashMap<String, String> = q(&mut c, &["HGETALL", key]);
