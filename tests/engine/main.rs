@@ -141,18 +141,23 @@ fn a_get_reads_at_most_one_data_block() {
 }
 
 #[test]
-fn the_block_cache_keeps_what_gets_read_and_scans_do_not_fill_it() {
+fn the_block_cache_keeps_what_gets_read_and_scans_cache_only_their_first_blocks() {
     let devs = Devices::new(1, 1, 64, &model(4));
     let (e, _) = open(&devs, &options());
     let want = fill(&e, 900, 100);
     e.flush_all().unwrap();
     let reads =
         |e: &stria::engine::Engine<_>| -> u64 { e.stats().device_reads.iter().map(|r| r.0).sum() };
-    // A scan of everything reads blocks and leaves the cache empty.
+    // A scan of everything reads blocks and caches only the first it
+    // reads of each block file (where a short scan would read again).
     let before = reads(&e);
     assert_eq!(e.scan(b"", None, 10_000).unwrap().len(), want.len());
-    assert!(reads(&e) > before);
-    assert_eq!(e.stats().block_cache.blocks, 0);
+    let read = reads(&e) - before;
+    let cached = e.stats().block_cache.blocks as u64;
+    assert!(
+        cached > 0 && cached * 4 < read,
+        "{cached} of {read} blocks cached"
+    );
     // The second get of a key reads nothing, and answers the same.
     for i in (0..900).step_by(7) {
         let first = e.get(&key(i)).unwrap();

@@ -60,20 +60,6 @@ fn lex_bound(arg: &[u8]) -> Res<Bound<Vec<u8>>> {
     }
 }
 
-fn in_score(b: &(Bound<f64>, Bound<f64>), s: f64) -> bool {
-    let lo = match b.0 {
-        Bound::Included(m) => s >= m,
-        Bound::Excluded(m) => s > m,
-        Bound::Unbounded => true,
-    };
-    let hi = match b.1 {
-        Bound::Included(m) => s <= m,
-        Bound::Excluded(m) => s < m,
-        Bound::Unbounded => true,
-    };
-    lo && hi
-}
-
 /// What a range asks: by rank, score or lex, which way, LIMIT.
 enum Range {
     Rank(i64, i64),
@@ -279,25 +265,20 @@ impl<'a> Conn<'a> {
     ) -> Res<Scored> {
         let mut from = keys::sub(key, m.version, BY_SCORE, 8);
         match bounds.0 {
-            Bound::Included(s) | Bound::Excluded(s) => from.extend_from_slice(&ordered(s)),
+            Bound::Included(s) => from.extend_from_slice(&ordered(s)),
+            // Past every member of that score: the next score's encoding.
+            Bound::Excluded(s) => match u64::from_be_bytes(ordered(s)).checked_add(1) {
+                Some(next) => from.extend_from_slice(&next.to_be_bytes()),
+                None => return Ok(vec![]),
+            },
             Bound::Unbounded => {}
         }
-        let b = *bounds;
-        let mut got =
-            self.by_score_from(
-                key,
-                m,
-                from,
-                limit.saturating_add(64),
-                move |s, _| match b.1 {
-                    Bound::Included(hi) => s <= hi,
-                    Bound::Excluded(hi) => s < hi,
-                    Bound::Unbounded => true,
-                },
-            )?;
-        got.retain(|(_, s)| in_score(bounds, *s));
-        got.truncate(limit);
-        Ok(got)
+        let hi = bounds.1;
+        self.by_score_from(key, m, from, limit, move |s, _| match hi {
+            Bound::Included(h) => s <= h,
+            Bound::Excluded(h) => s < h,
+            Bound::Unbounded => true,
+        })
     }
 
     /// Members of one score between lex `bounds`, in member order, up to
