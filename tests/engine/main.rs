@@ -153,7 +153,7 @@ fn the_block_cache_keeps_what_gets_read_and_scans_cache_only_their_first_blocks(
     let before = reads(&e);
     assert_eq!(e.scan(b"", None, 10_000).unwrap().len(), want.len());
     let read = reads(&e) - before;
-    let cached = e.stats().block_cache.blocks as u64;
+    let cached = e.stats().block_cache.blocks;
     assert!(
         cached > 0 && cached * 4 < read,
         "{cached} of {read} blocks cached"
