@@ -32,8 +32,9 @@ impl CompactionFilter for VersionFilter {
         match part {
             Part::Meta => {
                 self.last = match e.kind {
-                    EntryKind::Put => Meta::decode(e.value.clone())
-                        .map(|m| (prefix.to_vec(), e.lsn, Some(m.version))),
+                    EntryKind::Put => {
+                        Meta::version_of(&e.value).map(|v| (prefix.to_vec(), e.lsn, Some(v)))
+                    }
                     EntryKind::Delete => Some((prefix.to_vec(), e.lsn, None)),
                 };
                 true

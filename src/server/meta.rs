@@ -240,6 +240,27 @@ impl Meta {
         })
     }
 
+    /// The version of metadata `raw`, read from its header alone (the
+    /// compaction filter's question, asked of every key merged).
+    /// Metadata that `decode` refuses is refused here too.
+    pub fn version_of(raw: &[u8]) -> Option<u64> {
+        let kind = Type::of_tag(*raw.first()?)?;
+        let flags = *raw.get(1)?;
+        if flags & !HAS_EXPIRY != 0 {
+            return None;
+        }
+        let head = if flags & HAS_EXPIRY != 0 { 18 } else { 10 };
+        let body_ok = match kind {
+            Type::String => raw.len() >= head,
+            Type::List => raw.len() == head + 16,
+            Type::Hash | Type::Set | Type::ZSet => raw.len() == head + 8,
+        };
+        if !body_ok {
+            return None;
+        }
+        Some(u64::from_le_bytes(raw.get(2..10)?.try_into().ok()?))
+    }
+
     /// Whether the key has expired at `now` (milliseconds).
     pub fn expired(&self, now: u64) -> bool {
         self.expire_at.is_some_and(|at| at <= now)
@@ -270,10 +291,12 @@ mod tests {
         ];
         for m in all {
             let raw = m.encode();
+            assert_eq!(Meta::version_of(&raw), Some(m.version));
             assert!(raw.len() <= MAX_HEADER + m.value().map_or(16, <[u8]>::len));
             assert_eq!(Meta::decode(raw), Some(m));
         }
         assert_eq!(Meta::decode(vec![]), None);
+        assert_eq!(Meta::version_of(b"h\0aaaaaaaa"), None);
         assert_eq!(Meta::decode(b"x\0aaaaaaaa".to_vec()), None);
         assert_eq!(Meta::decode(b"s\x02aaaaaaaa".to_vec()), None);
         assert_eq!(Meta::decode(b"s\0aaaa".to_vec()), None);
