@@ -4,7 +4,6 @@
 
 use super::{integer, not_integer, syntax_error, Res};
 use crate::server::conn::Conn;
-use crate::server::meta::Type;
 use crate::server::resp::Reply;
 
 /// The largest bit offset, as Redis's 512 MiB strings allow.
@@ -184,12 +183,7 @@ impl<'a> Conn<'a> {
         if writes && readonly {
             return Err(Reply::err("BITFIELD_RO only supports the GET subcommand"));
         }
-        let m = self.typed(key, Type::String)?;
-        let mut v = m
-            .as_ref()
-            .and_then(|m| m.value())
-            .unwrap_or_default()
-            .to_vec();
+        let (m, mut v) = self.string_bytes(key)?;
         if writes {
             let end = ops
                 .iter()

@@ -58,17 +58,6 @@ impl<'a> Conn<'a> {
         })
     }
 
-    /// A string's value, empty if the key does not exist.
-    fn string_bytes(&mut self, key: &[u8]) -> Res<(Option<Meta>, Vec<u8>)> {
-        let m = self.typed(key, Type::String)?;
-        let v = m
-            .as_ref()
-            .and_then(Meta::value)
-            .unwrap_or_default()
-            .to_vec();
-        Ok((m, v))
-    }
-
     fn setbit(&mut self, key: &[u8], offset: &[u8], bit: &[u8]) -> Res<Reply> {
         let offset = bit_offset(offset)?;
         let on = match bit {

@@ -2,7 +2,9 @@
 //! the metadata, so HLEN is one lookup and deleting a hash of any size
 //! one write.
 
-use super::{float, format_float, integer, not_float, not_integer, random_pick, Res, Writes};
+use super::{
+    absent, float, format_float, integer, not_float, not_integer, random_pick, Res, Writes,
+};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, FIELD};
 use crate::server::meta::{Meta, Type};
@@ -244,11 +246,7 @@ impl<'a> Conn<'a> {
             return Err(Reply::err("value is out of range"));
         }
         let Some(m) = self.hash(key)? else {
-            return Ok(if count.is_some() {
-                Reply::Array(vec![])
-            } else {
-                Reply::Nil
-            });
+            return Ok(absent(count.is_some()));
         };
         let all = self.elements(key, m.version, FIELD, usize::MAX)?;
         let picked = random_pick(all, count);

@@ -100,6 +100,16 @@ pub fn index_expiry(key: &[u8], new: Option<u64>, old: Option<u64>, writes: &mut
     }
 }
 
+/// The reply to a pop or random pick of a key that does not exist: an
+/// empty array when a count was given, a nil when not.
+pub fn absent(counted: bool) -> Reply {
+    if counted {
+        Reply::Array(vec![])
+    } else {
+        Reply::Nil
+    }
+}
+
 /// Items picked at random as HRANDFIELD and ZRANDMEMBER pick them: one
 /// for no count, distinct ones (at most all) for a count from 0 up, that
 /// many with repeats for a negative count.

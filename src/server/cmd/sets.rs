@@ -10,7 +10,7 @@
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
 
-use super::{integer, not_integer, syntax_error, Res, Writes};
+use super::{absent, integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, MEMBER};
 use crate::server::meta::{Meta, Type};
@@ -251,11 +251,7 @@ impl<'a> Conn<'a> {
             _ => return Err(syntax_error()),
         };
         let Some(m) = self.set_meta(key)? else {
-            return Ok(if count.is_some() {
-                Reply::Array(vec![])
-            } else {
-                Reply::Nil
-            });
+            return Ok(absent(count.is_some()));
         };
         let want = count.unwrap_or(1);
         if want == 0 {
@@ -288,11 +284,7 @@ impl<'a> Conn<'a> {
             _ => return Err(syntax_error()),
         };
         let Some(m) = self.set_meta(key)? else {
-            return Ok(if count.is_some() {
-                Reply::Array(vec![])
-            } else {
-                Reply::Nil
-            });
+            return Ok(absent(count.is_some()));
         };
         match count {
             None => Ok(self

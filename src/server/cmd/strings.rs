@@ -89,6 +89,18 @@ impl<'a> Conn<'a> {
         self.typed(key, Type::String)
     }
 
+    /// String `key`'s metadata and a copy of its value to change (empty
+    /// if the key does not exist); WRONGTYPE if it holds another type.
+    pub(super) fn string_bytes(&mut self, key: &[u8]) -> Res<(Option<Meta>, Vec<u8>)> {
+        let m = self.string(key)?;
+        let v = m
+            .as_ref()
+            .and_then(Meta::value)
+            .unwrap_or_default()
+            .to_vec();
+        Ok((m, v))
+    }
+
     /// Writes `value` as string `key` with a new version.
     fn put_string(
         &mut self,
@@ -341,12 +353,7 @@ impl<'a> Conn<'a> {
     }
 
     fn append(&mut self, key: &[u8], tail: &[u8]) -> Res<Reply> {
-        let m = self.string(key)?;
-        let mut value = m
-            .as_ref()
-            .and_then(Meta::value)
-            .unwrap_or_default()
-            .to_vec();
+        let (m, mut value) = self.string_bytes(key)?;
         check_size(value.len() as u64 + tail.len() as u64)?;
         value.extend_from_slice(tail);
         let len = value.len();
@@ -391,12 +398,7 @@ impl<'a> Conn<'a> {
         if offset < 0 {
             return Err(Reply::err("offset is out of range"));
         }
-        let m = self.string(key)?;
-        let mut value = m
-            .as_ref()
-            .and_then(Meta::value)
-            .unwrap_or_default()
-            .to_vec();
+        let (m, mut value) = self.string_bytes(key)?;
         if part.is_empty() {
             return Ok(Reply::Int(value.len() as i64));
         }

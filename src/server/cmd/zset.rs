@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::{
-    float, integer, mpop_args, not_float, not_integer, random_pick, syntax_error, wrong_type, Res,
-    Writes,
+    absent, float, integer, mpop_args, not_float, not_integer, random_pick, syntax_error,
+    wrong_type, Res, Writes,
 };
 use crate::server::conn::Conn;
 use crate::server::keys::{self, BY_SCORE, MEMBER, SCORED};
@@ -975,11 +975,7 @@ impl<'a> Conn<'a> {
             return Err(Reply::err("value is out of range"));
         }
         let Some(m) = self.zset(key)? else {
-            return Ok(if count.is_some() {
-                Reply::Array(vec![])
-            } else {
-                Reply::Nil
-            });
+            return Ok(absent(count.is_some()));
         };
         let all = self.all_scored(key, &m)?;
         let picked = random_pick(all, count);
