@@ -32,6 +32,8 @@ fn durability_name(d: Durability) -> &'static str {
 
 impl<'a> Conn<'a> {
     /// Runs one request: its command's name (for the metrics) and outcome.
+    /// In a transaction, a command is queued instead, and an error found
+    /// before it would run (unknown, arity, auth) aborts the EXEC.
     pub fn dispatch(&mut self, args: Vec<Vec<u8>>) -> (&'static str, Outcome) {
         let Some(at) = position(&args[0]) else {
             let mut msg = format!(
@@ -41,27 +43,33 @@ impl<'a> Conn<'a> {
             for a in args.iter().skip(1).take(8) {
                 msg.push_str(&format!("'{}' ", show(a)));
             }
-            return ("unknown", Outcome::Reply(Reply::err(msg)));
+            return ("unknown", Outcome::Reply(self.reject(Reply::err(msg))));
         };
         let spec = &COMMANDS[at];
         self.client.last_command.store(at, Ordering::Relaxed);
         let n = args.len() as i32;
         if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
-            return (
-                spec.name,
-                Outcome::Reply(Reply::err(format!(
-                    "wrong number of arguments for '{}' command",
-                    spec.name
-                ))),
-            );
+            let r = Reply::err(format!(
+                "wrong number of arguments for '{}' command",
+                spec.name
+            ));
+            return (spec.name, Outcome::Reply(self.reject(r)));
         }
         if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit" | "reset") {
-            return (
-                spec.name,
-                Outcome::Reply(Reply::Error("NOAUTH Authentication required.".into())),
-            );
+            let r = Reply::Error("NOAUTH Authentication required.".into());
+            return (spec.name, Outcome::Reply(self.reject(r)));
         }
-        let out = match spec.name {
+        if self.in_multi() {
+            if let Some(r) = self.queue(spec, &args) {
+                return (spec.name, Outcome::Reply(r));
+            }
+        }
+        (spec.name, self.run(spec, args))
+    }
+
+    /// Runs a command whose arity is checked.
+    pub fn run(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Outcome {
+        match spec.name {
             "ping" => Outcome::Reply(match args.get(1) {
                 Some(m) if args.len() == 2 => Reply::bulk(m.clone()),
                 Some(_) => Reply::err("wrong number of arguments for 'ping' command"),
@@ -92,6 +100,7 @@ impl<'a> Conn<'a> {
             }
             "lastsave" => Outcome::Reply(Reply::Int((self.shared.clock.now() / 1000) as i64)),
             "reset" => {
+                self.end_multi();
                 self.proto = 2;
                 self.client.proto.store(2, Ordering::Relaxed);
                 self.durability = self.shared.settings.durability();
@@ -114,9 +123,16 @@ impl<'a> Conn<'a> {
                     Outcome::Stop
                 }
             },
+            "multi" => Outcome::Reply(self.multi()),
+            "exec" => Outcome::Reply(self.exec()),
+            "discard" => Outcome::Reply(self.discard()),
+            "watch" => Outcome::Reply(self.watch(&args[1..])),
+            "unwatch" => {
+                self.unwatch_all();
+                Outcome::Reply(Reply::ok())
+            }
             _ => self.data(spec, args),
-        };
-        (spec.name, out)
+        }
     }
 
     fn auth(&mut self, args: &[Vec<u8>]) -> Reply {
@@ -380,6 +396,17 @@ fn getkeys(cmd: &[Vec<u8>]) -> Reply {
         }
         let k = integer(&cmd[at]).unwrap_or(0).max(0) as usize;
         keys.extend(cmd.iter().skip(at + 1).take(k).cloned().map(Reply::Bulk));
+    } else if spec.name == "sort" {
+        // The key, and where the last STORE stores.
+        keys.push(Reply::Bulk(cmd[1].clone()));
+        let store = cmd
+            .iter()
+            .enumerate()
+            .skip(2)
+            .rfind(|(i, a)| a.eq_ignore_ascii_case(b"store") && i + 1 < cmd.len());
+        if let Some((i, _)) = store {
+            keys.push(Reply::Bulk(cmd[i + 1].clone()));
+        }
     } else if first > 0 {
         let last = if last < 0 { n + last } else { last };
         let mut i = first;

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::multi::{Tx, Watched};
 use super::resp::{Parsed, Parser, ProtocolError, Reply};
 use super::shard::{Deps, Shard};
 use super::{Client, Shared};
@@ -146,6 +147,10 @@ pub struct Conn<'a> {
     /// The time the running command judges expiry by (milliseconds since
     /// the epoch), as Redis's command time snapshot; 0 until it asks.
     pub now: u64,
+    /// The transaction being queued (MULTI).
+    pub tx: Option<Tx>,
+    /// The keys it watches.
+    pub watching: Vec<Watched>,
 }
 
 impl<'a> Conn<'a> {
@@ -162,6 +167,8 @@ impl<'a> Conn<'a> {
             held: 0,
             out: Vec::with_capacity(16 * 1024),
             now: 0,
+            tx: None,
+            watching: Vec::new(),
         }
     }
 
@@ -266,6 +273,7 @@ impl<'a> Conn<'a> {
                     self.client.id,
                     self.client.addr
                 );
+                self.shard.end_atomic();
                 (
                     "unknown",
                     Outcome::Close(Reply::err(
@@ -293,6 +301,7 @@ impl Drop for Conn<'_> {
     /// A connection that goes with replies held (its client went): the
     /// shard keeps their writes; the replies are not counted any more.
     fn drop(&mut self) {
+        self.unwatch_all();
         self.shared
             .metrics
             .replies_held(-(self.slots.len() as i64), -(self.held as i64));

@@ -88,6 +88,9 @@ impl Expiry {
                 }
                 writes.push((entry.clone(), None));
             }
+            shard
+                .watches()
+                .touch(writes.iter().map(|(k, _)| k.as_slice()));
             shard.write(level, writes, &mut deps);
             match due.last() {
                 Some((last, _)) if due.len() == STEP && started.elapsed() < BUDGET => {

@@ -22,6 +22,7 @@ pub mod info;
 pub mod keys;
 mod meta;
 pub mod metrics;
+mod multi;
 pub mod resp;
 mod run;
 mod settings;

@@ -26,6 +26,7 @@ const R: &[&str] = &["readonly", "fast"];
 const RS: &[&str] = &["readonly"];
 const A: &[&str] = &["fast"];
 const ADMIN: &[&str] = &["admin"];
+const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
 const LOADING: &[&str] = &["loading", "stale"];
 
 const NO: (i32, i32, i32) = (0, 0, 0);
@@ -194,6 +195,8 @@ pub static COMMANDS: &[Spec] = &[
     spec("keys", 2, RS, NO, "generic", "The keys that match a pattern."),
     spec("randomkey", 1, RS, NO, "generic", "A key from a random place in the key space."),
     spec("dbsize", 1, RS, NO, "server", "Counts the keys (reads them all)."),
+    spec("sort", -2, WD, K1, "generic", "Sorts a list, set or sorted set (BY, LIMIT, GET, ASC, DESC, ALPHA, STORE)."),
+    spec("sort_ro", -2, RS, K1, "generic", "Sorts a list, set or sorted set, read-only."),
     spec("flushall", -1, W, NO, "server", "Deletes every key, in one write."),
     spec("flushdb", -1, W, NO, "server", "Deletes every key, in one write (as FLUSHALL)."),
     // Expiry.
@@ -217,7 +220,13 @@ pub static COMMANDS: &[Spec] = &[
     spec("save", 1, ADMIN, NO, "server", "Returns once every write applied before it is durable."),
     spec("bgsave", -1, ADMIN, NO, "server", "Makes every write applied durable, replying at once."),
     spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
-    spec("reset", 1, A, NO, "connection", "Resets the connection: RESP2, default durability, no name."),
+    spec("reset", 1, A, NO, "connection", "Resets the connection: RESP2, default durability, no name, no transaction."),
+    // Transactions.
+    spec("multi", 1, TX, NO, "transactions", "Starts a transaction: commands queue until EXEC."),
+    spec("exec", 1, TX, NO, "transactions", "Runs the queued commands as one, in one WAL group."),
+    spec("discard", 1, TX, NO, "transactions", "Drops the queued commands."),
+    spec("watch", -2, TX, KALL, "transactions", "Aborts the next EXEC if any of these keys is written first."),
+    spec("unwatch", 1, TX, NO, "transactions", "Forgets the watched keys."),
 ];
 
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {

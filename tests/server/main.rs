@@ -16,6 +16,7 @@ mod metrics;
 mod restart;
 mod revealed;
 mod tools;
+mod transactions;
 mod types;
 
 use std::io::{Read, Write};

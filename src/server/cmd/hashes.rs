@@ -46,7 +46,7 @@ impl<'a> Conn<'a> {
         Ok((m, old))
     }
 
-    fn field(&mut self, key: &[u8], m: &Meta, field: &[u8]) -> Res<Option<Vec<u8>>> {
+    pub(super) fn field(&mut self, key: &[u8], m: &Meta, field: &[u8]) -> Res<Option<Vec<u8>>> {
         self.get_raw(&keys::element(key, m.version, FIELD, field))
     }
 

@@ -45,6 +45,8 @@ impl<'a> Conn<'a> {
             "randomkey" => self.randomkey(),
             "dbsize" => self.dbsize(),
             "flushall" | "flushdb" => self.flushall(&args[1..]),
+            "sort" => self.sort(&args[1..], false),
+            "sort_ro" => self.sort(&args[1..], true),
             _ => return None,
         })
     }
@@ -444,6 +446,7 @@ impl<'a> Conn<'a> {
             [mode] if matches!(mode.to_ascii_lowercase().as_slice(), b"sync" | b"async") => {}
             _ => return Err(syntax_error()),
         }
+        self.touch_watched_existing()?;
         let floor = self.new_version()?;
         self.write(vec![(
             keys::FLOOR.to_vec(),

@@ -13,7 +13,7 @@ use crate::server::shard::CHUNK;
 
 /// Which end of a list.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(super) enum End {
     Left,
     Right,
 }
@@ -83,7 +83,7 @@ impl<'a> Conn<'a> {
     /// Elements of list `m` at positions `from..to`: a few (a pop, an
     /// LINDEX-like range) by point lookups, which cost less than a scan's
     /// merge of every source; more by scans of at most `CHUNK`.
-    fn items(&mut self, key: &[u8], m: &Meta, from: u64, to: u64) -> Res<Vec<Vec<u8>>> {
+    pub(super) fn items(&mut self, key: &[u8], m: &Meta, from: u64, to: u64) -> Res<Vec<Vec<u8>>> {
         let mut out = Vec::with_capacity((to - from).min(CHUNK as u64) as usize);
         if to - from <= 4 {
             for p in from..to {
@@ -129,7 +129,14 @@ impl<'a> Conn<'a> {
     }
 
     /// Appends the writes that push `elems` at `end` of list `m`.
-    fn push_items(&self, key: &[u8], m: &mut Meta, elems: &[Vec<u8>], end: End, w: &mut Writes) {
+    pub(super) fn push_items(
+        &self,
+        key: &[u8],
+        m: &mut Meta,
+        elems: &[Vec<u8>],
+        end: End,
+        w: &mut Writes,
+    ) {
         let (mut head, mut tail) = m.ends();
         for e in elems {
             let pos = match end {

@@ -17,9 +17,10 @@ mod keyspace;
 mod lcs;
 mod lists;
 mod sets;
+mod sort;
 mod strings;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod zset;
 
 use std::sync::atomic::Ordering;
@@ -288,7 +289,7 @@ impl<'a> Conn<'a> {
     }
 
     /// `key`'s metadata, `None` when the key does not exist.
-    fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+    pub(super) fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
         let Some(raw) = self.get_raw(&keys::meta(key))? else {
             return Ok(None);
         };
@@ -320,6 +321,9 @@ impl<'a> Conn<'a> {
     /// WAL with the turn's, and the reply waits for them at the
     /// connection's level.
     fn write(&mut self, writes: Writes) {
+        self.shard
+            .watches()
+            .touch(writes.iter().map(|(k, _)| k.as_slice()));
         self.shard.write(self.durability, writes, &mut self.deps);
     }
 

@@ -82,7 +82,7 @@ impl<'a> Conn<'a> {
     }
 
     /// Every member of set `m`, in hash order.
-    fn all_members(&mut self, key: &[u8], m: &Meta) -> Res<Vec<Vec<u8>>> {
+    pub(super) fn all_members(&mut self, key: &[u8], m: &Meta) -> Res<Vec<Vec<u8>>> {
         Ok(self
             .elements(key, m.version, MEMBER, usize::MAX)?
             .into_iter()

@@ -250,7 +250,7 @@ impl<'a> Conn<'a> {
     }
 
     /// Every member of `m` with its score, in score order.
-    fn all_scored(&mut self, key: &[u8], m: &Meta) -> Res<Scored> {
+    pub(super) fn all_scored(&mut self, key: &[u8], m: &Meta) -> Res<Scored> {
         let from = keys::sub(key, m.version, BY_SCORE, 0);
         self.by_score_from(key, m, from, usize::MAX, |_, _| true)
     }

@@ -27,6 +27,7 @@ use crate::device::AnyDevice;
 use crate::engine::{EngineError, Pending};
 use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
+use watch::Watches;
 
 /// Engine writes per submission at most (and per scan step). A
 /// submission is one WAL group too (see [`Shard::submit`]).
@@ -185,6 +186,11 @@ pub struct Shard<'a> {
     next_seq: std::cell::Cell<u64>,
     /// What the dirty keys hold, by [`dirty_bytes`].
     dirty_bytes: std::cell::Cell<usize>,
+    /// The keys connections watch.
+    watches: RefCell<Watches>,
+    /// A transaction runs: its commands' writes are one command's (one
+    /// WAL group) until it ends.
+    atomic: std::cell::Cell<bool>,
 }
 
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
@@ -201,6 +207,34 @@ impl<'a> Shard<'a> {
             flight: RefCell::new(VecDeque::new()),
             next_seq: std::cell::Cell::new(0),
             dirty_bytes: std::cell::Cell::new(0),
+            watches: RefCell::new(Watches::default()),
+            atomic: std::cell::Cell::new(false),
+        }
+    }
+
+    /// The keys connections watch (WATCH).
+    pub fn watches(&self) -> std::cell::RefMut<'_, Watches> {
+        self.watches.borrow_mut()
+    }
+
+    /// From here to [`Shard::end_atomic`], writes are those of one command:
+    /// one WAL group, logged whole or not at all (EXEC).
+    pub fn begin_atomic(&self) {
+        self.atomic.set(true);
+    }
+
+    /// Ends what [`Shard::begin_atomic`] began: the writes since are one
+    /// command's in every batch they went to.
+    pub fn end_atomic(&self) {
+        if !self.atomic.replace(false) {
+            return;
+        }
+        for b in self.open.borrow().iter() {
+            let n = b.writes.borrow().len();
+            let mut ends = b.ends.borrow_mut();
+            if n > 0 && ends.last() != Some(&n) {
+                ends.push(n);
+            }
         }
     }
 
@@ -248,6 +282,9 @@ impl<'a> Shard<'a> {
         // write goes at `async`: it gets an LSN after the earlier one, and
         // its reply still waits for nothing.
         let level = match level {
+            // One batch for a whole transaction: a `none` write in it
+            // goes at `async`, which waits for nothing either.
+            Durability::None if self.atomic.get() => Durability::Async,
             Durability::None
                 if writes
                     .iter()
@@ -283,7 +320,9 @@ impl<'a> Shard<'a> {
             queued.push((k, v));
         }
         self.dirty_bytes.set(bytes);
-        b.ends.borrow_mut().push(queued.len());
+        if !self.atomic.get() {
+            b.ends.borrow_mut().push(queued.len());
+        }
     }
 
     /// A barrier after every write so far: `deps` waits until they are
@@ -497,3 +536,4 @@ pub(crate) mod crash_tests;
 mod prefix_tests;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod watch;
