@@ -242,11 +242,27 @@ impl<'a> Conn<'a> {
                 Reply::Verbatim(line)
             }
             (b"setinfo", 3) | (b"no-evict", 2) | (b"no-touch", 2) => Reply::ok(),
+            (b"unblock", 2 | 3) => {
+                let error = match args.get(2).map(|a| a.to_ascii_lowercase()) {
+                    None => false,
+                    Some(a) if a == b"timeout" => false,
+                    Some(a) if a == b"error" => true,
+                    Some(_) => {
+                        return Reply::err("CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+                    }
+                };
+                match integer(&args[1]) {
+                    Some(id) if id >= 0 => {
+                        Reply::Int(self.shard.blocking().end_wait(id as u64, error) as i64)
+                    }
+                    _ => Reply::err("value is not an integer or out of range"),
+                }
+            }
             (b"setname" | b"getname" | b"id" | b"list" | b"info" | b"setinfo", _) => Reply::err(
                 format!("wrong number of arguments for 'client|{}' command", show(&sub)),
             ),
             _ => Reply::err(format!(
-                "unknown subcommand '{}'. Stria supports CLIENT SETNAME, GETNAME, ID, LIST, INFO and SETINFO.",
+                "unknown subcommand '{}'. Stria supports CLIENT SETNAME, GETNAME, ID, LIST, INFO, SETINFO and UNBLOCK.",
                 show(&args[0])
             )),
         }
@@ -388,9 +404,11 @@ fn getkeys(cmd: &[Vec<u8>]) -> Reply {
         "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff"
     );
     let stored = matches!(spec.name, "zunionstore" | "zinterstore" | "zdiffstore");
+    // BLMPOP and BZMPOP: a timeout, then a count and the keys.
+    let timed = matches!(spec.name, "blmpop" | "bzmpop");
     let mut keys = Vec::new();
-    if counted || stored {
-        let at = if stored { 2 } else { 1 };
+    if counted || stored || timed {
+        let at = if stored || timed { 2 } else { 1 };
         if stored {
             keys.push(Reply::Bulk(cmd[1].clone()));
         }

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::cmd::Blocked;
 use super::multi::{Tx, Watched};
 use super::resp::{Parsed, Parser, ProtocolError, Reply};
 use super::shard::{Deps, Shard};
@@ -112,6 +113,8 @@ pub enum Outcome {
     Close(Reply),
     /// Close without a reply (SHUTDOWN).
     Stop,
+    /// No reply yet: the connection waits in a blocking command.
+    Block,
 }
 
 /// How taking requests off the buffer ended.
@@ -125,6 +128,12 @@ pub enum Taken {
     /// The connection is to close once its replies are out (QUIT, SHUTDOWN,
     /// a protocol error).
     Close,
+    /// The connection waits in a blocking command: it takes nothing more
+    /// until it is served or times out.
+    Blocked,
+    /// A key that clients wait on was written: they are to be served
+    /// before this connection's next request.
+    Yield,
 }
 
 /// A connection's state.
@@ -151,6 +160,10 @@ pub struct Conn<'a> {
     pub tx: Option<Tx>,
     /// The keys it watches.
     pub watching: Vec<Watched>,
+    /// Its place in its event loop (what the shard knows it by).
+    pub token: usize,
+    /// The blocking command it waits in (BLPOP and the like).
+    pub blocked: Option<Blocked>,
 }
 
 impl<'a> Conn<'a> {
@@ -169,6 +182,8 @@ impl<'a> Conn<'a> {
             now: 0,
             tx: None,
             watching: Vec::new(),
+            token: 0,
+            blocked: None,
         }
     }
 
@@ -203,6 +218,10 @@ impl<'a> Conn<'a> {
                             break Taken::Close;
                         }
                         Outcome::Stop => break Taken::Close,
+                        Outcome::Block => break Taken::Blocked,
+                    }
+                    if self.shard.blocking().has_ready() {
+                        break Taken::Yield;
                     }
                 }
             }
@@ -302,6 +321,7 @@ impl Drop for Conn<'_> {
     /// shard keeps their writes; the replies are not counted any more.
     fn drop(&mut self) {
         self.unwatch_all();
+        self.unblock();
         self.shared
             .metrics
             .replies_held(-(self.slots.len() as i64), -(self.held as i64));

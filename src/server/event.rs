@@ -186,7 +186,10 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
                 break;
             }
         }
-        let due = lp.expiry.due_in();
+        let mut due = lp.expiry.due_in();
+        if let Some(d) = lp.shard.blocking().next_deadline() {
+            due = due.min(d.saturating_duration_since(Instant::now()));
+        }
         let timeout = Some(lp.timeout(stopping).map_or(due, |t| t.min(due)));
         let polled = poll.poll(&mut events, timeout);
         lp.notify.armed.store(false, Ordering::SeqCst);
@@ -279,7 +282,8 @@ impl<'a> Loop<'a> {
             }
             let shared = self.shared;
             let mut parser = Parser::new(shared.opts.limits);
-            let conn = Conn::new(shared, client, self.shard.clone());
+            let mut conn = Conn::new(shared, client, self.shard.clone());
+            conn.token = i;
             parser.set_authenticated(conn.authed);
             self.conns[i] = Some(Connection {
                 stream,
@@ -354,10 +358,28 @@ impl<'a> Loop<'a> {
                 self.waiting.push(i);
             }
         }
+        self.time_out_blocked();
+        self.serve_blocked();
         let work = std::mem::take(&mut self.work);
         for i in work {
+            self.work_on(i, stopping);
+            if self.shard.blocking().has_ready() {
+                self.serve_blocked();
+            }
+        }
+        // The turn's writes go to the engine together.
+        let notify: Arc<dyn Notify> = self.notify.clone();
+        self.shard.submit(&notify);
+        let (keys, bytes) = self.shard.pending();
+        self.shared.metrics.set_dirty(keys as u64, bytes as u64);
+    }
+
+    /// Serves connection `i`: encodes and writes its replies, reads and
+    /// runs its requests.
+    fn work_on(&mut self, i: usize, stopping: bool) {
+        {
             let Some(c) = self.conns[i].as_mut() else {
-                continue;
+                return;
             };
             c.queued = false;
             let mut again = false;
@@ -374,7 +396,7 @@ impl<'a> Loop<'a> {
             let settled = !c.conn.in_flight();
             if c.dead || (settled && c.closing && !c.blocked) {
                 self.close(i);
-                continue;
+                return;
             }
             if !settled {
                 if !c.waiting {
@@ -385,11 +407,52 @@ impl<'a> Loop<'a> {
                 self.queue(i);
             }
         }
-        // The turn's writes go to the engine together.
-        let notify: Arc<dyn Notify> = self.notify.clone();
-        self.shard.submit(&notify);
-        let (keys, bytes) = self.shard.pending();
-        self.shared.metrics.set_dirty(keys as u64, bytes as u64);
+    }
+
+    /// Runs again the commands of the connections blocked on keys written
+    /// since, first blocked first, until no written key has a waiter that
+    /// finds something (a served BLMOVE writes another key).
+    fn serve_blocked(&mut self) {
+        loop {
+            let ended = self.shard.blocking().take_unblocked();
+            for (t, error) in ended {
+                if let Some(c) = self.conns.get_mut(t).and_then(|c| c.as_mut()) {
+                    if let Some(r) = c.conn.unblocked_by_client(error) {
+                        c.conn.push(r);
+                        self.queue(t);
+                    }
+                }
+            }
+            let ready = self.shard.blocking().take_ready();
+            if ready.is_empty() {
+                return;
+            }
+            for o in ready {
+                let waiters = self.shard.blocking().waiters(&o);
+                for t in waiters {
+                    let Some(c) = self.conns.get_mut(t).and_then(|c| c.as_mut()) else {
+                        continue;
+                    };
+                    if let Some(r) = c.conn.retry_blocked() {
+                        c.conn.push(r);
+                        self.queue(t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Answers the blocked connections whose time is up.
+    fn time_out_blocked(&mut self) {
+        let due = self.shard.blocking().due(Instant::now());
+        for t in due {
+            if let Some(c) = self.conns.get_mut(t).and_then(|c| c.as_mut()) {
+                if let Some(r) = c.conn.time_out_blocked() {
+                    c.conn.push(r);
+                    self.queue(t);
+                }
+            }
+        }
     }
 
     fn close(&mut self, i: usize) {
@@ -406,13 +469,18 @@ impl<'a> Loop<'a> {
 fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
     let limit = shared.opts.buffer_budget();
     let mut reads = 0;
+    if c.conn.is_blocked() {
+        watch_for_close(c);
+        return false;
+    }
     loop {
         match c.conn.take(&mut c.parser, &mut c.input) {
             Taken::Close => {
                 c.closing = true;
                 return false;
             }
-            Taken::Busy => return true,
+            Taken::Busy | Taken::Yield => return true,
+            Taken::Blocked => return false,
             // Every whole request the client sent before it was done is
             // answered; a partial one is not.
             Taken::Incomplete if c.eof => {
@@ -458,6 +526,21 @@ fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
                 return false;
             }
         }
+    }
+}
+
+/// A connection blocked in a command reads nothing, but must learn when
+/// its client goes: a peek says whether the socket reached its end.
+fn watch_for_close(c: &mut Connection<'_>) {
+    if !c.readable {
+        return;
+    }
+    match c.stream.peek(&mut [0u8; 1]) {
+        Ok(0) => c.dead = true,
+        Ok(_) => c.readable = false,
+        Err(e) if e.kind() == ErrorKind::WouldBlock => c.readable = false,
+        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+        Err(_) => c.dead = true,
     }
 }
 

@@ -88,9 +88,7 @@ impl Expiry {
                 }
                 writes.push((entry.clone(), None));
             }
-            shard
-                .watches()
-                .touch(writes.iter().map(|(k, _)| k.as_slice()));
+            shard.note_writes(&writes);
             shard.write(level, writes, &mut deps);
             match due.last() {
                 Some((last, _)) if due.len() == STEP && started.elapsed() < BUDGET => {

@@ -101,7 +101,7 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
             ("replication", _) => replication(&mut w),
             ("cpu", _) => cpu(&mut w),
             ("memory", Some(s)) => memory(&mut w, s),
-            ("persistence", Some(s)) => persistence(&mut w, s),
+            ("persistence", Some(s)) => persistence(&mut w, s, server),
             ("wal", Some(s)) => wal(&mut w, s),
             ("memstore", Some(s)) => memstore(&mut w, s),
             ("devices", Some(s)) => devices(&mut w, engine, s),
@@ -198,6 +198,7 @@ fn usec(ns: u64) -> u64 {
 
 fn clients(w: &mut Section, s: &ServerMetrics) {
     w.kv("connected_clients", s.connected());
+    w.kv("blocked_clients", s.blocked_clients());
     // Replies held until the writes they reveal are acknowledged, and
     // the shard's writes not yet in the engine's memstores.
     let (keys, bytes) = s.dirty();
@@ -274,10 +275,13 @@ fn memory(w: &mut Section, s: &EngineStats) {
     w.kv("block_cache_misses", c.misses);
 }
 
-fn persistence(w: &mut Section, s: &EngineStats) {
+fn persistence(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {
     // The engine answers only once its WAL is replayed.
     w.kv("loading", 0);
     w.kv("async_loading", 0);
+    // Redis's count of changes since its last snapshot: here, since the
+    // start (every change is in the log as it is made).
+    w.kv("rdb_changes_since_last_save", server.changes());
     // Every acknowledged write at a logged level is in the WAL: the
     // equivalent of an append-only file that is always on.
     w.kv("aof_enabled", 1);
@@ -587,7 +591,7 @@ mod tests {
         let clients = engine_sections(&engine, &server, &wanted(&["CLIENTS".into()]));
         assert!(
             clients.starts_with(
-                "# Clients\r\nconnected_clients:1\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
+                "# Clients\r\nconnected_clients:1\r\nblocked_clients:0\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
             ),
             "{clients}"
         );

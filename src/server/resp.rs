@@ -471,7 +471,12 @@ pub fn format_double(f: f64) -> String {
     }
     let s = format!("{f}");
     if s.len() > 24 {
-        format!("{f:e}")
+        // As C's %g writes it: a sign on the exponent, always.
+        let e = format!("{f:e}");
+        match e.split_once('e') {
+            Some((m, x)) if !x.starts_with('-') => format!("{m}e+{x}"),
+            _ => e,
+        }
     } else {
         s
     }

@@ -22,6 +22,7 @@ pub struct Spec {
 const W: &[&str] = &["write"];
 const WD: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "fast"];
+const WB: &[&str] = &["write", "blocking"];
 const R: &[&str] = &["readonly", "fast"];
 const RS: &[&str] = &["readonly"];
 const A: &[&str] = &["fast"];
@@ -34,6 +35,7 @@ const K1: (i32, i32, i32) = (1, 1, 1);
 const KALL: (i32, i32, i32) = (1, -1, 1);
 const K2: (i32, i32, i32) = (1, 2, 1);
 const KPAIRS: (i32, i32, i32) = (1, -1, 2);
+const KBUTLAST: (i32, i32, i32) = (1, -2, 1);
 
 const fn spec(
     name: &'static str,
@@ -129,6 +131,11 @@ pub static COMMANDS: &[Spec] = &[
     spec("lmove", 5, WD, K2, "list", "Pops an element from one list and pushes it onto another."),
     spec("rpoplpush", 3, WD, K2, "list", "Pops from the tail of one list and pushes onto the head of another."),
     spec("lmpop", -4, W, NO, "list", "Pops elements from the first non-empty list of several."),
+    spec("blpop", -3, WB, KBUTLAST, "list", "Pops from the head of the first non-empty list, waiting for one."),
+    spec("brpop", -3, WB, KBUTLAST, "list", "Pops from the tail of the first non-empty list, waiting for one."),
+    spec("blmove", 6, WB, K2, "list", "LMOVE, waiting for an element."),
+    spec("brpoplpush", 4, WB, K2, "list", "RPOPLPUSH, waiting for an element."),
+    spec("blmpop", -5, WB, NO, "list", "LMPOP, waiting for an element."),
     // Sets.
     spec("sadd", -3, WD, K1, "set", "Adds members to a set."),
     spec("srem", -3, WF, K1, "set", "Removes members from a set."),
@@ -168,6 +175,9 @@ pub static COMMANDS: &[Spec] = &[
     spec("zpopmin", -2, WF, K1, "sorted-set", "Removes and returns the lowest-scored members."),
     spec("zpopmax", -2, WF, K1, "sorted-set", "Removes and returns the highest-scored members."),
     spec("zmpop", -4, W, NO, "sorted-set", "Pops from the first non-empty sorted set of several."),
+    spec("bzpopmin", -3, WB, KBUTLAST, "sorted-set", "ZPOPMIN of the first non-empty sorted set, waiting for one."),
+    spec("bzpopmax", -3, WB, KBUTLAST, "sorted-set", "ZPOPMAX of the first non-empty sorted set, waiting for one."),
+    spec("bzmpop", -5, WB, NO, "sorted-set", "ZMPOP, waiting for a member."),
     spec("zremrangebyscore", 4, W, K1, "sorted-set", "Removes members with a score in a range."),
     spec("zremrangebyrank", 4, W, K1, "sorted-set", "Removes members in a rank range."),
     spec("zremrangebylex", 4, W, K1, "sorted-set", "Removes members in a lex range."),

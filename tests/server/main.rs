@@ -7,6 +7,7 @@
 mod harness;
 
 mod bad_input;
+mod blocking;
 mod client;
 mod collections;
 mod expire;

@@ -66,14 +66,19 @@ impl<'a> Conn<'a> {
             "lrem" => self.lrem(&args[1], &args[2], &args[3]),
             "ltrim" => self.ltrim(&args[1], &args[2], &args[3]),
             "lpos" => self.lpos(args),
-            "lmove" => match (end_named(&args[3]), end_named(&args[4])) {
-                (Some(from), Some(to)) => self.lmove(&args[1], &args[2], from, to),
-                _ => Err(syntax_error()),
-            },
+            "lmove" => self.lmove_command(&args[1..]),
             "rpoplpush" => self.lmove(&args[1], &args[2], End::Right, End::Left),
             "lmpop" => self.lmpop(&args[1..]),
             _ => return None,
         })
+    }
+
+    /// LMOVE's `source destination LEFT|RIGHT LEFT|RIGHT`.
+    pub(super) fn lmove_command(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+        match (end_named(&args[2]), end_named(&args[3])) {
+            (Some(from), Some(to)) => self.lmove(&args[0], &args[1], from, to),
+            _ => Err(syntax_error()),
+        }
     }
 
     fn list(&mut self, key: &[u8]) -> Res<Option<Meta>> {
@@ -550,7 +555,7 @@ impl<'a> Conn<'a> {
         Ok(Reply::Bulk(elem))
     }
 
-    fn lmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+    pub(super) fn lmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let (names, at, count) = mpop_args(args)?;
         let end = end_named(at).ok_or_else(syntax_error)?;
         for k in names {

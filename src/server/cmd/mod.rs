@@ -9,6 +9,7 @@
 
 mod bitfield;
 mod bits;
+mod blocking;
 #[cfg(test)]
 mod crash_tests;
 mod expire;
@@ -83,6 +84,7 @@ pub fn float(arg: &[u8]) -> Option<f64> {
 }
 
 pub use super::resp::format_double as format_float;
+pub use blocking::Blocked;
 
 /// The writes that keep the expiry index in step when `key`'s expiry goes
 /// from `old` (as far as the command knows) to `new`: an entry for the
@@ -321,9 +323,11 @@ impl<'a> Conn<'a> {
     /// WAL with the turn's, and the reply waits for them at the
     /// connection's level.
     fn write(&mut self, writes: Writes) {
-        self.shard
-            .watches()
-            .touch(writes.iter().map(|(k, _)| k.as_slice()));
+        if writes.is_empty() {
+            return;
+        }
+        self.shared.metrics.changed();
+        self.shard.note_writes(&writes);
         self.shard.write(self.durability, writes, &mut self.deps);
     }
 
@@ -453,6 +457,9 @@ impl<'a> Conn<'a> {
         }
         self.now = 0;
         let name = spec.name;
+        if blocking::BLOCKING.contains(&name) {
+            return self.blocking(spec, args);
+        }
         let r = match spec.group {
             "string" => self.strings(name, &args),
             "bitmap" => self.bits(name, &args),

@@ -789,7 +789,7 @@ impl<'a> Conn<'a> {
         ))
     }
 
-    fn zmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+    pub(super) fn zmpop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let (names, at, count) = mpop_args(args)?;
         let max = match at.to_ascii_lowercase().as_slice() {
             b"min" => false,
@@ -933,6 +933,11 @@ impl<'a> Conn<'a> {
     fn zintercard(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let n = match integer(&args[0]) {
             Some(n) if n > 0 => n as usize,
+            Some(0) => {
+                return Err(Reply::err(
+                    "at least 1 input key is needed for 'zintercard' command",
+                ))
+            }
             _ => return Err(Reply::err("numkeys should be greater than 0")),
         };
         if args.len() < n + 1 {

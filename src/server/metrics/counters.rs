@@ -251,6 +251,10 @@ pub struct ServerMetrics {
     /// Replies held until the writes they depend on are acknowledged.
     replies_waiting: AtomicU64,
     replies_waiting_bytes: AtomicU64,
+    /// Clients waiting in a blocking command (BLPOP and the like).
+    blocked_clients: AtomicU64,
+    /// Commands that changed the data.
+    changes: AtomicU64,
     /// Keys the shard wrote whose writes are not yet acknowledged and in
     /// the memstores, and the bytes they hold.
     dirty_keys: AtomicU64,
@@ -313,6 +317,8 @@ impl ServerMetrics {
             expired_keys: AtomicU64::new(0),
             replies_waiting: AtomicU64::new(0),
             replies_waiting_bytes: AtomicU64::new(0),
+            blocked_clients: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
             dirty_keys: AtomicU64::new(0),
             dirty_bytes: AtomicU64::new(0),
             commands,
@@ -339,6 +345,16 @@ impl ServerMetrics {
     pub fn replies_held(&self, held: i64, bytes: i64) {
         add_signed(&self.replies_waiting, held);
         add_signed(&self.replies_waiting_bytes, bytes);
+    }
+
+    /// One more (`+1`) or fewer (`-1`) client waiting in a blocking command.
+    pub fn blocked(&self, by: i64) {
+        add_signed(&self.blocked_clients, by);
+    }
+
+    /// Clients waiting in a blocking command.
+    pub fn blocked_clients(&self) -> u64 {
+        self.blocked_clients.load(Relaxed)
     }
 
     /// Replies held until their writes are acknowledged.
@@ -417,6 +433,16 @@ impl ServerMetrics {
     /// An AUTH (or HELLO AUTH) failed.
     pub fn auth_failure(&self) {
         self.auth_failures.fetch_add(1, Relaxed);
+    }
+
+    /// A command changed the data (Redis's `dirty`).
+    pub fn changed(&self) {
+        self.changes.fetch_add(1, Relaxed);
+    }
+
+    /// Commands that changed the data since the start.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Relaxed)
     }
 
     /// A key was deleted because it expired.

@@ -167,6 +167,12 @@ pub(super) fn render_server(t: &mut Text, s: &ServerMetrics) {
         s.connected(),
     );
     t.single(
+        "blocked_clients",
+        "gauge",
+        "Clients waiting in a blocking command (BLPOP and the like).",
+        s.blocked_clients(),
+    );
+    t.single(
         "replies_waiting",
         "gauge",
         "Replies held until the writes they depend on are acknowledged at their levels.",

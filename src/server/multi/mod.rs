@@ -119,6 +119,8 @@ impl<'a> Conn<'a> {
             let r = match self.run(spec, args) {
                 Outcome::Reply(r) | Outcome::Close(r) => r,
                 Outcome::Stop => Reply::err("the server is stopping"),
+                // Nothing blocks inside a transaction.
+                Outcome::Block => Reply::NilArray,
             };
             self.shared
                 .metrics

@@ -27,6 +27,7 @@ use crate::device::AnyDevice;
 use crate::engine::{EngineError, Pending};
 use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
+use blocking::Blocking;
 use watch::Watches;
 
 /// Engine writes per submission at most (and per scan step). A
@@ -188,6 +189,8 @@ pub struct Shard<'a> {
     dirty_bytes: std::cell::Cell<usize>,
     /// The keys connections watch.
     watches: RefCell<Watches>,
+    /// The clients blocked on keys.
+    blocking: RefCell<Blocking>,
     /// A transaction runs: its commands' writes are one command's (one
     /// WAL group) until it ends.
     atomic: std::cell::Cell<bool>,
@@ -208,6 +211,7 @@ impl<'a> Shard<'a> {
             next_seq: std::cell::Cell::new(0),
             dirty_bytes: std::cell::Cell::new(0),
             watches: RefCell::new(Watches::default()),
+            blocking: RefCell::new(Blocking::default()),
             atomic: std::cell::Cell::new(false),
         }
     }
@@ -215,6 +219,27 @@ impl<'a> Shard<'a> {
     /// The keys connections watch (WATCH).
     pub fn watches(&self) -> std::cell::RefMut<'_, Watches> {
         self.watches.borrow_mut()
+    }
+
+    /// The clients blocked on keys (BLPOP and the like).
+    pub fn blocking(&self) -> std::cell::RefMut<'_, Blocking> {
+        self.blocking.borrow_mut()
+    }
+
+    /// What a command's writes of engine keys `written` tell the keys'
+    /// watchers (WATCH) and waiters (BLPOP).
+    pub fn note_writes(&self, written: &[Write]) {
+        self.watches
+            .borrow_mut()
+            .touch(written.iter().map(|(k, _)| k.as_slice()));
+        self.blocking
+            .borrow_mut()
+            .touch(written.iter().map(|(k, _)| k.as_slice()));
+    }
+
+    /// Whether a running transaction's commands are what runs now.
+    pub fn in_atomic(&self) -> bool {
+        self.atomic.get()
     }
 
     /// From here to [`Shard::end_atomic`], writes are those of one command:
@@ -530,6 +555,7 @@ impl<'a> Shard<'a> {
     }
 }
 
+pub mod blocking;
 #[cfg(test)]
 pub(crate) mod crash_tests;
 #[cfg(test)]
