@@ -10,6 +10,7 @@ mod bad_input;
 mod blocking;
 mod client;
 mod collections;
+mod dump;
 mod expire;
 mod held;
 mod kill9;

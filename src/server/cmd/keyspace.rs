@@ -46,6 +46,8 @@ impl<'a> Conn<'a> {
             "dbsize" => self.dbsize(),
             "flushall" | "flushdb" => self.flushall(&args[1..]),
             "sort" => self.sort(&args[1..], false),
+            "dump" => self.dump(&args[1]),
+            "restore" => self.restore(args),
             "sort_ro" => self.sort(&args[1..], true),
             _ => return None,
         })
@@ -110,26 +112,10 @@ impl<'a> Conn<'a> {
     /// `version`.
     fn copy_elements(&mut self, from: &[u8], m: &Meta, to: &[u8], version: u64) -> Res<Writes> {
         let mut writes: Writes = Vec::new();
-        if m.kind == Type::String {
-            return Ok(writes);
-        }
-        let (start, end) = keys::version_range(from, m.version);
-        let mut at = start.clone();
-        loop {
-            let batch = self.scan_raw(&at, Some(&end), CHUNK)?;
-            let Some((last, _)) = batch.last() else { break };
-            at = last.clone();
-            at.push(0);
-            let n = batch.len();
-            for (k, v) in batch {
-                // The tag and the element, under the new name and version.
-                let rest = &k[start.len() - 1..];
-                self.check_element(to, &rest[1..], "element")?;
-                writes.push((keys::element(to, version, rest[0], &rest[1..]), Some(v)));
-            }
-            if n < CHUNK {
-                break;
-            }
+        for (rest, v) in self.sub_keys(from, m)? {
+            // The tag and the element, under the new name and version.
+            self.check_element(to, &rest[1..], "element")?;
+            writes.push((keys::element(to, version, rest[0], &rest[1..]), Some(v)));
         }
         Ok(writes)
     }

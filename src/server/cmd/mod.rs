@@ -12,6 +12,7 @@ mod bits;
 mod blocking;
 #[cfg(test)]
 mod crash_tests;
+mod dump;
 mod expire;
 mod hashes;
 mod keyspace;
