@@ -4,8 +4,9 @@
 use std::sync::atomic::Ordering;
 
 use super::cmd::{integer, not_integer, syntax_error};
-use super::conn::{Conn, Outcome};
+use super::conn::{Conn, Outcome, ReplyMode};
 use super::resp::Reply;
+use super::shard::pubsub::Kind;
 use super::table::{lookup, position, Spec, COMMANDS};
 use crate::config::Durability;
 
@@ -59,6 +60,9 @@ impl<'a> Conn<'a> {
             let r = Reply::Error("NOAUTH Authentication required.".into());
             return (spec.name, Outcome::Reply(self.reject(r)));
         }
+        if let Some(r) = self.subscribed_refusal(spec.name) {
+            return (spec.name, Outcome::Reply(self.reject(r)));
+        }
         if self.in_multi() {
             if let Some(r) = self.queue(spec, &args) {
                 return (spec.name, Outcome::Reply(r));
@@ -70,6 +74,9 @@ impl<'a> Conn<'a> {
     /// Runs a command whose arity is checked.
     pub fn run(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Outcome {
         match spec.name {
+            "ping" if self.subscribed_ping(&args).is_some() => {
+                Outcome::Reply(self.subscribed_ping(&args).expect("subscribed"))
+            }
             "ping" => Outcome::Reply(match args.get(1) {
                 Some(m) if args.len() == 2 => Reply::bulk(m.clone()),
                 Some(_) => Reply::err("wrong number of arguments for 'ping' command"),
@@ -101,6 +108,8 @@ impl<'a> Conn<'a> {
             "lastsave" => Outcome::Reply(Reply::Int((self.shared.clock.now() / 1000) as i64)),
             "reset" => {
                 self.end_multi();
+                self.unsubscribe_all();
+                self.reply_mode = ReplyMode::On;
                 self.proto = 2;
                 self.client.proto.store(2, Ordering::Relaxed);
                 self.durability = self.shared.settings.durability();
@@ -123,6 +132,17 @@ impl<'a> Conn<'a> {
                     Outcome::Stop
                 }
             },
+            "subscribe" => Outcome::Reply(self.subscribe(Kind::Channel, &args[1..])),
+            "psubscribe" => Outcome::Reply(self.subscribe(Kind::Pattern, &args[1..])),
+            "ssubscribe" => Outcome::Reply(self.subscribe(Kind::Shard, &args[1..])),
+            "unsubscribe" => Outcome::Reply(self.unsubscribe(Kind::Channel, &args[1..])),
+            "punsubscribe" => Outcome::Reply(self.unsubscribe(Kind::Pattern, &args[1..])),
+            "sunsubscribe" => Outcome::Reply(self.unsubscribe(Kind::Shard, &args[1..])),
+            "publish" => Outcome::Reply(self.publish(false, &args[1], &args[2])),
+            "spublish" => Outcome::Reply(self.publish(true, &args[1], &args[2])),
+            "pubsub" => Outcome::Reply(self.pubsub_command(&args[1..])),
+            "slowlog" => Outcome::Reply(super::help::slowlog(&args[1..])),
+            "module" => Outcome::Reply(super::help::module(&args[1..])),
             "multi" => Outcome::Reply(self.multi()),
             "exec" => Outcome::Reply(self.exec()),
             "discard" => Outcome::Reply(self.discard()),
@@ -242,6 +262,23 @@ impl<'a> Conn<'a> {
                 Reply::Verbatim(line)
             }
             (b"setinfo", 3) | (b"no-evict", 2) | (b"no-touch", 2) => Reply::ok(),
+            (b"help", 1) => super::help::client(),
+            (b"reply", 2) => match args[1].to_ascii_lowercase().as_slice() {
+                b"on" => {
+                    self.reply_mode = ReplyMode::On;
+                    Reply::ok()
+                }
+                b"off" => {
+                    self.reply_mode = ReplyMode::Off;
+                    Reply::ok()
+                }
+                // Its own reply is the one skipped.
+                b"skip" => {
+                    self.reply_mode = ReplyMode::Skip;
+                    Reply::ok()
+                }
+                _ => syntax_error(),
+            },
             (b"unblock", 2 | 3) => {
                 let error = match args.get(2).map(|a| a.to_ascii_lowercase()) {
                     None => false,
@@ -262,7 +299,7 @@ impl<'a> Conn<'a> {
                 format!("wrong number of arguments for 'client|{}' command", show(&sub)),
             ),
             _ => Reply::err(format!(
-                "unknown subcommand '{}'. Stria supports CLIENT SETNAME, GETNAME, ID, LIST, INFO, SETINFO and UNBLOCK.",
+                "unknown subcommand '{}'. Stria supports CLIENT SETNAME, GETNAME, ID, LIST, INFO, SETINFO, REPLY, UNBLOCK and HELP.",
                 show(&args[0])
             )),
         }
@@ -271,6 +308,7 @@ impl<'a> Conn<'a> {
     fn config(&mut self, args: &[Vec<u8>]) -> Reply {
         let settings = &self.shared.settings;
         match args[0].to_ascii_lowercase().as_slice() {
+            b"help" if args.len() == 1 => super::help::config(),
             b"get" if args.len() >= 2 => Reply::Map(
                 settings
                     .get(&args[1..])
@@ -381,6 +419,7 @@ fn function(args: &[Vec<u8>]) -> Reply {
         }
         (b"flush", _) => syntax_error(),
         (b"list", _) => Reply::Array(vec![]),
+        (b"help", []) => super::help::function(),
         _ => Reply::err(format!(
             "unknown subcommand '{}'. Stria has no functions yet: it supports FUNCTION FLUSH and LIST.",
             show(&args[0])
@@ -460,6 +499,7 @@ fn command_command(args: &[Vec<u8>]) -> Reply {
     };
     match sub.as_slice() {
         b"count" => Reply::Int(COMMANDS.len() as i64),
+        b"help" => super::help::command(),
         b"getkeys" if args.len() >= 2 => getkeys(&args[1..]),
         b"getkeys" => Reply::err("wrong number of arguments for 'command|getkeys' command"),
         b"list" => Reply::Array(COMMANDS.iter().map(|c| Reply::bulk(c.name)).collect()),

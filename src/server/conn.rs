@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::cmd::Blocked;
 use super::multi::{Tx, Watched};
+use super::pubsub::Subscriptions;
 use super::resp::{Parsed, Parser, ProtocolError, Reply};
 use super::shard::{Deps, Shard};
 use super::{Client, Shared};
@@ -117,6 +118,15 @@ pub enum Outcome {
     Block,
 }
 
+/// Whether replies are sent (CLIENT REPLY).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// Not the reply of the next command (nor of CLIENT REPLY SKIP itself).
+    Skip,
+}
+
 /// How taking requests off the buffer ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Taken {
@@ -164,6 +174,10 @@ pub struct Conn<'a> {
     pub token: usize,
     /// The blocking command it waits in (BLPOP and the like).
     pub blocked: Option<Blocked>,
+    /// Its pub/sub subscriptions.
+    pub subs: Subscriptions,
+    /// CLIENT REPLY.
+    pub reply_mode: ReplyMode,
 }
 
 impl<'a> Conn<'a> {
@@ -184,6 +198,8 @@ impl<'a> Conn<'a> {
             watching: Vec::new(),
             token: 0,
             blocked: None,
+            subs: Subscriptions::default(),
+            reply_mode: ReplyMode::On,
         }
     }
 
@@ -209,10 +225,11 @@ impl<'a> Conn<'a> {
                 Parsed::Skip(n) => off += n,
                 Parsed::Request(args, n) => {
                     off += n;
+                    let mode = self.reply_mode;
                     let outcome = self.request(args);
                     parser.set_authenticated(self.authed);
                     match outcome {
-                        Outcome::Reply(r) => self.push(r),
+                        Outcome::Reply(r) => self.push_reply(r, mode),
                         Outcome::Close(r) => {
                             self.push(r);
                             break Taken::Close;
@@ -220,7 +237,7 @@ impl<'a> Conn<'a> {
                         Outcome::Stop => break Taken::Close,
                         Outcome::Block => break Taken::Blocked,
                     }
-                    if self.shard.blocking().has_ready() {
+                    if self.shard.has_events() {
                         break Taken::Yield;
                     }
                 }
@@ -230,9 +247,43 @@ impl<'a> Conn<'a> {
         taken
     }
 
+    /// Bytes of replies owed: encoded and not yet sent, or held.
+    pub fn owed(&self) -> usize {
+        self.out.len() + self.held
+    }
+
     /// Whether replies wait for writes to be acknowledged.
     pub fn in_flight(&self) -> bool {
         !self.slots.is_empty()
+    }
+
+    /// Queues a command's reply, as CLIENT REPLY says (`before`: the mode
+    /// before the command ran). Pub/sub pushes always go.
+    fn push_reply(&mut self, r: Reply, before: ReplyMode) {
+        let pushed = matches!(&r, Reply::Push(_))
+            || matches!(&r, Reply::Seq(s) if s.iter().all(|x| matches!(x, Reply::Push(_))));
+        let now = self.reply_mode;
+        let send = pushed
+            || match (before, now) {
+                // CLIENT REPLY OFF or SKIP: not even its own reply.
+                (_, ReplyMode::Off) => false,
+                (ReplyMode::On, ReplyMode::Skip) => false,
+                (ReplyMode::Skip, ReplyMode::Skip) => {
+                    self.reply_mode = ReplyMode::On;
+                    false
+                }
+                _ => true,
+            };
+        if send {
+            self.push(r);
+        } else {
+            // What it waited for still orders what comes after.
+            let deps = std::mem::take(&mut self.deps);
+            if !deps.is_empty() || !self.slots.is_empty() {
+                self.deps = deps;
+                self.push(Reply::Seq(vec![]));
+            }
+        }
     }
 
     /// Queues a reply after every earlier one, waiting for what the
@@ -322,6 +373,7 @@ impl Drop for Conn<'_> {
     fn drop(&mut self) {
         self.unwatch_all();
         self.unblock();
+        self.unsubscribe_all();
         self.shared
             .metrics
             .replies_held(-(self.slots.len() as i64), -(self.held as i64));

@@ -53,6 +53,10 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// lost (none should be).
 const WAIT_AT_MOST: Duration = Duration::from_millis(50);
 
+/// Bytes a subscriber may owe before it is disconnected (Redis's default
+/// hard limit for pub/sub clients).
+const PUBSUB_LIMIT: usize = 32 << 20;
+
 /// A connection the acceptor hands to a loop.
 pub type Handoff = (Arc<Client>, std::net::TcpStream);
 
@@ -363,8 +367,9 @@ impl<'a> Loop<'a> {
         let work = std::mem::take(&mut self.work);
         for i in work {
             self.work_on(i, stopping);
-            if self.shard.blocking().has_ready() {
+            if self.shard.has_events() {
                 self.serve_blocked();
+                self.deliver();
             }
         }
         // The turn's writes go to the engine together.
@@ -439,6 +444,31 @@ impl<'a> Loop<'a> {
                     }
                 }
             }
+        }
+    }
+
+    /// Hands the messages published to their subscribers. A subscriber
+    /// that owes more than [`PUBSUB_LIMIT`] (it does not read) is
+    /// disconnected, as Redis's `client-output-buffer-limit pubsub`.
+    fn deliver(&mut self) {
+        let outbox = self.shard.pubsub().take_outbox();
+        for (t, msg) in outbox {
+            let Some(c) = self.conns.get_mut(t).and_then(|c| c.as_mut()) else {
+                continue;
+            };
+            if c.dead {
+                continue;
+            }
+            c.conn.push(msg);
+            if c.conn.owed() > PUBSUB_LIMIT {
+                tracing::warn!(
+                    "client {} ({}): over the pub/sub output limit of {PUBSUB_LIMIT} bytes; closing it",
+                    c.conn.client.id,
+                    c.conn.client.addr
+                );
+                c.dead = true;
+            }
+            self.queue(t);
         }
     }
 

@@ -371,6 +371,11 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// Text for humans (INFO, CLIENT LIST): verbatim in RESP3, bulk in RESP2.
     Verbatim(String),
+    /// Out-of-band data (pub/sub): a push in RESP3, an array in RESP2.
+    Push(Vec<Reply>),
+    /// Several replies to one command, one after another (SUBSCRIBE of
+    /// several channels).
+    Seq(Vec<Reply>),
 }
 
 impl Reply {
@@ -384,7 +389,9 @@ impl Reply {
             Reply::Error(s) | Reply::Verbatim(s) => 32 + s.len(),
             Reply::Bulk(b) => 32 + b.len(),
             Reply::BulkFrom(b, at) => 32 + b.len() - at,
-            Reply::Array(a) => 32 + a.iter().map(Reply::weight).sum::<usize>(),
+            Reply::Array(a) | Reply::Push(a) | Reply::Seq(a) => {
+                32 + a.iter().map(Reply::weight).sum::<usize>()
+            }
             Reply::Map(m) => {
                 32 + m
                     .iter()
@@ -437,6 +444,18 @@ impl Reply {
                 line_to(out, b'*', items.len().to_string().as_bytes());
                 for i in items {
                     i.encode(out, proto);
+                }
+            }
+            Reply::Push(items) => {
+                let kind = if resp3 { b'>' } else { b'*' };
+                line_to(out, kind, items.len().to_string().as_bytes());
+                for i in items {
+                    i.encode(out, proto);
+                }
+            }
+            Reply::Seq(replies) => {
+                for r in replies {
+                    r.encode(out, proto);
                 }
             }
             Reply::Map(pairs) => {

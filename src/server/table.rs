@@ -27,6 +27,8 @@ const R: &[&str] = &["readonly", "fast"];
 const RS: &[&str] = &["readonly"];
 const A: &[&str] = &["fast"];
 const ADMIN: &[&str] = &["admin"];
+const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
 const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
 const LOADING: &[&str] = &["loading", "stale"];
 
@@ -231,8 +233,20 @@ pub static COMMANDS: &[Spec] = &[
     spec("shutdown", -1, ADMIN, NO, "server", "Stops the server cleanly."),
     spec("save", 1, ADMIN, NO, "server", "Returns once every write applied before it is durable."),
     spec("bgsave", -1, ADMIN, NO, "server", "Makes every write applied durable, replying at once."),
+    spec("slowlog", -2, ADMIN, NO, "server", "GET, LEN, RESET, HELP: Stria keeps no slow log (INFO latencystats)."),
+    spec("module", -2, ADMIN, NO, "server", "LIST, HELP: Stria loads no modules."),
     spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
     spec("reset", 1, A, NO, "connection", "Resets the connection: RESP2, default durability, no name, no transaction."),
+    // Pub/sub.
+    spec("subscribe", -2, PS, NO, "pubsub", "Listens for messages published to channels."),
+    spec("unsubscribe", -1, PS, NO, "pubsub", "Stops listening to channels (all, without arguments)."),
+    spec("psubscribe", -2, PS, NO, "pubsub", "Listens for messages published to channels matching patterns."),
+    spec("punsubscribe", -1, PS, NO, "pubsub", "Stops listening to patterns (all, without arguments)."),
+    spec("ssubscribe", -2, PS, KALL, "pubsub", "Listens for messages published to shard channels."),
+    spec("sunsubscribe", -1, PS, KALL, "pubsub", "Stops listening to shard channels (all, without arguments)."),
+    spec("publish", 3, PUB, NO, "pubsub", "Posts a message to a channel: how many clients got it."),
+    spec("spublish", 3, PUB, K1, "pubsub", "Posts a message to a shard channel."),
+    spec("pubsub", -2, PUB, NO, "pubsub", "CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB."),
     // Transactions.
     spec("multi", 1, TX, NO, "transactions", "Starts a transaction: commands queue until EXEC."),
     spec("exec", 1, TX, NO, "transactions", "Runs the queued commands as one, in one WAL group."),

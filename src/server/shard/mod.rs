@@ -28,6 +28,7 @@ use crate::engine::{EngineError, Pending};
 use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
 use blocking::Blocking;
+use pubsub::PubSub;
 use watch::Watches;
 
 /// Engine writes per submission at most (and per scan step). A
@@ -191,6 +192,8 @@ pub struct Shard<'a> {
     watches: RefCell<Watches>,
     /// The clients blocked on keys.
     blocking: RefCell<Blocking>,
+    /// Pub/sub subscriptions, and messages to hand over.
+    pubsub: RefCell<PubSub>,
     /// A transaction runs: its commands' writes are one command's (one
     /// WAL group) until it ends.
     atomic: std::cell::Cell<bool>,
@@ -212,6 +215,7 @@ impl<'a> Shard<'a> {
             dirty_bytes: std::cell::Cell::new(0),
             watches: RefCell::new(Watches::default()),
             blocking: RefCell::new(Blocking::default()),
+            pubsub: RefCell::new(PubSub::default()),
             atomic: std::cell::Cell::new(false),
         }
     }
@@ -224,6 +228,17 @@ impl<'a> Shard<'a> {
     /// The clients blocked on keys (BLPOP and the like).
     pub fn blocking(&self) -> std::cell::RefMut<'_, Blocking> {
         self.blocking.borrow_mut()
+    }
+
+    /// Pub/sub subscriptions and the messages to hand over.
+    pub fn pubsub(&self) -> std::cell::RefMut<'_, PubSub> {
+        self.pubsub.borrow_mut()
+    }
+
+    /// Whether the event loop has other connections to serve before the
+    /// next command: waiters whose key was written, messages published.
+    pub fn has_events(&self) -> bool {
+        self.blocking.borrow().has_ready() || self.pubsub.borrow().has_outbox()
     }
 
     /// What a command's writes of engine keys `written` tell the keys'
@@ -560,6 +575,7 @@ pub mod blocking;
 pub(crate) mod crash_tests;
 #[cfg(test)]
 mod prefix_tests;
+pub mod pubsub;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod watch;

@@ -1,0 +1,163 @@
+//! Who is subscribed to what (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE), by
+//! connection token, and the messages PUBLISH made that the event loop
+//! has yet to hand to their subscribers. Messages are never logged: a
+//! subscriber gets what is published while it is connected, as in Redis.
+
+use std::collections::HashMap;
+
+use xxhash_rust::xxh3::Xxh3Builder;
+
+use super::super::glob;
+use super::super::resp::Reply;
+
+/// The three kinds of subscription, each its own namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Channel,
+    Pattern,
+    Shard,
+}
+
+type Subscribers = HashMap<Vec<u8>, Vec<usize>, Xxh3Builder>;
+
+/// The subscriptions of a shard's connections.
+#[derive(Default)]
+pub struct PubSub {
+    channels: Subscribers,
+    patterns: Subscribers,
+    shard_channels: Subscribers,
+    /// Messages for connections, in the order published.
+    outbox: Vec<(usize, Reply)>,
+}
+
+impl PubSub {
+    fn of(&mut self, kind: Kind) -> &mut Subscribers {
+        match kind {
+            Kind::Channel => &mut self.channels,
+            Kind::Pattern => &mut self.patterns,
+            Kind::Shard => &mut self.shard_channels,
+        }
+    }
+
+    pub fn subscribe(&mut self, kind: Kind, name: &[u8], token: usize) {
+        let subs = self.of(kind).entry(name.to_vec()).or_default();
+        if !subs.contains(&token) {
+            subs.push(token);
+        }
+    }
+
+    pub fn unsubscribe(&mut self, kind: Kind, name: &[u8], token: usize) {
+        let map = self.of(kind);
+        if let Some(subs) = map.get_mut(name) {
+            subs.retain(|&t| t != token);
+            if subs.is_empty() {
+                map.remove(name);
+            }
+        }
+    }
+
+    /// Queues `message` for every subscriber of `channel` (and, unless a
+    /// shard channel, of every matching pattern): how many get it.
+    pub fn publish(&mut self, shard: bool, channel: &[u8], message: &[u8]) -> usize {
+        let mut n = 0;
+        let (kind, subs) = if shard {
+            ("smessage", &self.shard_channels)
+        } else {
+            ("message", &self.channels)
+        };
+        for &t in subs.get(channel).into_iter().flatten() {
+            self.outbox.push((
+                t,
+                Reply::Push(vec![
+                    Reply::bulk(kind),
+                    Reply::bulk(channel),
+                    Reply::bulk(message),
+                ]),
+            ));
+            n += 1;
+        }
+        if !shard {
+            for (p, subs) in &self.patterns {
+                if !glob::matches(p, channel) {
+                    continue;
+                }
+                for &t in subs {
+                    self.outbox.push((
+                        t,
+                        Reply::Push(vec![
+                            Reply::bulk("pmessage"),
+                            Reply::bulk(p.clone()),
+                            Reply::bulk(channel),
+                            Reply::bulk(message),
+                        ]),
+                    ));
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Whether messages wait to be handed over.
+    pub fn has_outbox(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// The messages to hand over, in the order published.
+    pub fn take_outbox(&mut self) -> Vec<(usize, Reply)> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The channels (shard channels) with subscribers, matching `pattern`.
+    pub fn channels(&self, shard: bool, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let map = if shard {
+            &self.shard_channels
+        } else {
+            &self.channels
+        };
+        map.keys()
+            .filter(|c| pattern.is_none_or(|p| glob::matches(p, c)))
+            .cloned()
+            .collect()
+    }
+
+    /// The subscribers of a channel (shard channel).
+    pub fn numsub(&self, shard: bool, channel: &[u8]) -> usize {
+        let map = if shard {
+            &self.shard_channels
+        } else {
+            &self.channels
+        };
+        map.get(channel).map_or(0, Vec::len)
+    }
+
+    /// Patterns with subscribers.
+    pub fn numpat(&self) -> usize {
+        self.patterns.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_reaches_channel_and_pattern_subscribers_once_each() {
+        let mut p = PubSub::default();
+        p.subscribe(Kind::Channel, b"news", 1);
+        p.subscribe(Kind::Channel, b"news", 1);
+        p.subscribe(Kind::Pattern, b"n*", 1);
+        p.subscribe(Kind::Pattern, b"x*", 2);
+        p.subscribe(Kind::Shard, b"news", 3);
+        assert_eq!(p.publish(false, b"news", b"hi"), 2);
+        assert_eq!(p.publish(true, b"news", b"hi"), 1);
+        let out = p.take_outbox();
+        assert_eq!(out.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [1, 1, 3]);
+        assert!(!p.has_outbox());
+        assert_eq!(p.numsub(false, b"news"), 1);
+        assert_eq!(p.numpat(), 2);
+        p.unsubscribe(Kind::Channel, b"news", 1);
+        assert_eq!(p.channels(false, None), Vec::<Vec<u8>>::new());
+        assert_eq!(p.channels(true, Some(b"n*")), [b"news".to_vec()]);
+    }
+}
