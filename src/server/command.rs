@@ -118,7 +118,22 @@ impl<'a> Conn<'a> {
                 Outcome::Reply(Reply::Status("RESET"))
             }
             "time" => Outcome::Reply(time()),
-            "function" => Outcome::Reply(function(&args[1..])),
+            "function" => Outcome::Reply(self.function_command(&args[1..])),
+            "eval" => {
+                let r = self.eval(&args, false, false);
+                self.report_scripting();
+                Outcome::Reply(r)
+            }
+            "eval_ro" => Outcome::Reply(self.eval(&args, false, true)),
+            "evalsha" => Outcome::Reply(self.eval(&args, true, false)),
+            "evalsha_ro" => Outcome::Reply(self.eval(&args, true, true)),
+            "script" => {
+                let r = self.script_command(&args[1..]);
+                self.report_scripting();
+                Outcome::Reply(r)
+            }
+            "fcall" => Outcome::Reply(self.fcall(&args, false)),
+            "fcall_ro" => Outcome::Reply(self.fcall(&args, true)),
             "stria.durability" => Outcome::Reply(self.set_durability(&args[1..])),
             "shutdown" => match args.get(1).map(|a| a.to_ascii_lowercase()) {
                 Some(a) if a == b"abort" => Outcome::Reply(Reply::err("No shutdown in progress.")),
@@ -142,6 +157,12 @@ impl<'a> Conn<'a> {
             "spublish" => Outcome::Reply(self.publish(true, &args[1], &args[2])),
             "pubsub" => Outcome::Reply(self.pubsub_command(&args[1..])),
             "slowlog" => Outcome::Reply(super::help::slowlog(&args[1..])),
+            // No replicas: none acknowledges anything.
+            "wait" => Outcome::Reply(match (integer(&args[1]), integer(&args[2])) {
+                (Some(_), Some(t)) if t >= 0 => Reply::Int(0),
+                (Some(_), Some(_)) => Reply::err("timeout is negative"),
+                _ => not_integer(),
+            }),
             "module" => Outcome::Reply(super::help::module(&args[1..])),
             "multi" => Outcome::Reply(self.multi()),
             "exec" => Outcome::Reply(self.exec()),
@@ -409,24 +430,6 @@ fn time() -> Reply {
     ])
 }
 
-/// FUNCTION: Stria has no functions yet, so FLUSH has nothing to do.
-fn function(args: &[Vec<u8>]) -> Reply {
-    let sub = args[0].to_ascii_lowercase();
-    match (sub.as_slice(), &args[1..]) {
-        (b"flush", []) => Reply::ok(),
-        (b"flush", [mode]) if matches!(mode.to_ascii_lowercase().as_slice(), b"sync" | b"async") => {
-            Reply::ok()
-        }
-        (b"flush", _) => syntax_error(),
-        (b"list", _) => Reply::Array(vec![]),
-        (b"help", []) => super::help::function(),
-        _ => Reply::err(format!(
-            "unknown subcommand '{}'. Stria has no functions yet: it supports FUNCTION FLUSH and LIST.",
-            show(&args[0])
-        )),
-    }
-}
-
 /// COMMAND GETKEYS: the keys of a command, by the table's key positions.
 fn getkeys(cmd: &[Vec<u8>]) -> Reply {
     let Some(spec) = lookup(&cmd[0]) else {
@@ -443,8 +446,12 @@ fn getkeys(cmd: &[Vec<u8>]) -> Reply {
         "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff"
     );
     let stored = matches!(spec.name, "zunionstore" | "zinterstore" | "zdiffstore");
-    // BLMPOP and BZMPOP: a timeout, then a count and the keys.
-    let timed = matches!(spec.name, "blmpop" | "bzmpop");
+    // BLMPOP and BZMPOP: a timeout, then a count and the keys; scripts:
+    // the script or function, then a count and the keys.
+    let timed = matches!(
+        spec.name,
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    );
     let mut keys = Vec::new();
     if counted || stored || timed {
         let at = if stored || timed { 2 } else { 1 };

@@ -100,7 +100,7 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
             ("latencystats", _) => latencystats(&mut w, server),
             ("replication", _) => replication(&mut w),
             ("cpu", _) => cpu(&mut w),
-            ("memory", Some(s)) => memory(&mut w, s),
+            ("memory", Some(s)) => memory(&mut w, s, server),
             ("persistence", Some(s)) => persistence(&mut w, s, server),
             ("wal", Some(s)) => wal(&mut w, s),
             ("memstore", Some(s)) => memstore(&mut w, s),
@@ -245,8 +245,12 @@ fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-fn memory(w: &mut Section, s: &EngineStats) {
+fn memory(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {
     let m = &s.memory;
+    let (scripts, lua) = server.scripting();
+    w.kv("used_memory_lua", lua);
+    w.kv("used_memory_vm_eval", lua);
+    w.kv("number_of_cached_scripts", scripts);
     let c = &s.block_cache;
     // Redis's used_memory is what its allocator holds; here it is the
     // memstores, which the limit governs (writers wait at it, nothing is

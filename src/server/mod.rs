@@ -27,6 +27,7 @@ mod multi;
 mod pubsub;
 pub mod resp;
 mod run;
+mod script;
 mod settings;
 mod shard;
 mod sweep;

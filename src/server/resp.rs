@@ -353,8 +353,12 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
 pub enum Reply {
     /// `+OK`: a short status without CR or LF.
     Status(&'static str),
+    /// A status made at run time (a script's `status_reply`).
+    Simple(String),
     /// `-ERR ...`: the text must start with an error code (`ERR`, `WRONGTYPE`, ...).
     Error(String),
+    /// A boolean: `#t`/`#f` in RESP3, 1 or a null in RESP2 (scripts).
+    Bool(bool),
     Int(i64),
     /// A double: `,1.5` in RESP3, a bulk string in RESP2.
     Double(f64),
@@ -383,10 +387,13 @@ impl Reply {
     /// the replies a connection may hold.
     pub fn weight(&self) -> usize {
         match self {
-            Reply::Status(_) | Reply::Int(_) | Reply::Double(_) | Reply::Nil | Reply::NilArray => {
-                16
-            }
-            Reply::Error(s) | Reply::Verbatim(s) => 32 + s.len(),
+            Reply::Status(_)
+            | Reply::Int(_)
+            | Reply::Double(_)
+            | Reply::Nil
+            | Reply::NilArray
+            | Reply::Bool(_) => 16,
+            Reply::Error(s) | Reply::Verbatim(s) | Reply::Simple(s) => 32 + s.len(),
             Reply::Bulk(b) => 32 + b.len(),
             Reply::BulkFrom(b, at) => 32 + b.len() - at,
             Reply::Array(a) | Reply::Push(a) | Reply::Seq(a) => {
@@ -423,6 +430,18 @@ impl Reply {
         let resp3 = proto >= 3;
         match self {
             Reply::Status(s) => line_to(out, b'+', s.as_bytes()),
+            Reply::Simple(s) => {
+                let clean: Vec<u8> = s
+                    .bytes()
+                    .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+                    .collect();
+                line_to(out, b'+', &clean);
+            }
+            Reply::Bool(b) if resp3 => {
+                out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" })
+            }
+            Reply::Bool(true) => out.extend_from_slice(b":1\r\n"),
+            Reply::Bool(false) => out.extend_from_slice(b"$-1\r\n"),
             Reply::Error(e) => {
                 // A CR or LF would end the line early and desynchronise the client.
                 let clean: Vec<u8> = e

@@ -171,6 +171,16 @@ impl Settings {
     }
 
     /// Every setting whose name matches one of `patterns`, once each.
+    /// The number a setting of Redis's that Stria takes holds (such as
+    /// `busy-reply-threshold`).
+    pub fn number(&self, name: &str) -> Option<i64> {
+        let inert = self.inert.lock().expect("settings lock");
+        inert
+            .iter()
+            .find(|(n, ..)| *n == name)
+            .and_then(|(_, v, _)| v.parse().ok())
+    }
+
     pub fn get(&self, patterns: &[Vec<u8>]) -> Vec<(String, String)> {
         let mut all: Vec<(String, String)> = self
             .fixed

@@ -29,6 +29,7 @@ const A: &[&str] = &["fast"];
 const ADMIN: &[&str] = &["admin"];
 const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
+const SCRIPTING: &[&str] = &["noscript", "skip-monitor"];
 const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
 const LOADING: &[&str] = &["loading", "stale"];
 
@@ -228,7 +229,15 @@ pub static COMMANDS: &[Spec] = &[
     spec("config", -2, ADMIN, NO, "server", "CONFIG GET of the settings clients ask about."),
     spec("command", -1, LOADING, NO, "server", "COUNT, DOCS, INFO, LIST."),
     spec("time", 1, A, NO, "server", "The server's time: seconds and microseconds."),
-    spec("function", -2, ADMIN, NO, "scripting", "FUNCTION FLUSH (there are no functions yet)."),
+    spec("function", -2, SCRIPTING, NO, "scripting", "LOAD, DELETE, FLUSH, LIST, DUMP, RESTORE, STATS, KILL: Lua function libraries, stored durably."),
+    spec("fcall", -3, SCRIPTING, NO, "scripting", "Calls a function of a library."),
+    spec("fcall_ro", -3, SCRIPTING, NO, "scripting", "Calls a function that does not write."),
+    spec("eval", -3, SCRIPTING, NO, "scripting", "Runs a Lua script, atomically and as one WAL group."),
+    spec("evalsha", -3, SCRIPTING, NO, "scripting", "Runs a cached Lua script by its SHA1."),
+    spec("eval_ro", -3, SCRIPTING, NO, "scripting", "Runs a Lua script that does not write."),
+    spec("evalsha_ro", -3, SCRIPTING, NO, "scripting", "Runs a cached Lua script that does not write."),
+    spec("script", -2, SCRIPTING, NO, "scripting", "LOAD, EXISTS, FLUSH, KILL: the script cache."),
+    spec("wait", 3, &[], NO, "generic", "Waits for replicas: Stria has none, so 0 at once."),
     spec("waitaof", 4, &[], NO, "generic", "Waits until this connection's writes are durable (sync)."),
     spec("shutdown", -1, ADMIN, NO, "server", "Stops the server cleanly."),
     spec("save", 1, ADMIN, NO, "server", "Returns once every write applied before it is durable."),

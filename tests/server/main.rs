@@ -18,6 +18,7 @@ mod metrics;
 mod pubsub;
 mod restart;
 mod revealed;
+mod scripting;
 mod tools;
 mod transactions;
 mod types;

@@ -332,6 +332,12 @@ impl<'a> Conn<'a> {
         self.shard.write(self.durability, writes, &mut self.deps);
     }
 
+    /// Writes keys of the server's own (function libraries) at the
+    /// connection's level; the reply waits for them.
+    pub(crate) fn write_own(&mut self, writes: Writes) {
+        self.write(writes);
+    }
+
     /// Engine keys and values from `from` to `to`, up to `limit`, as the
     /// shard sees them.
     fn scan_raw(

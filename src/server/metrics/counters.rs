@@ -255,6 +255,9 @@ pub struct ServerMetrics {
     blocked_clients: AtomicU64,
     /// Commands that changed the data.
     changes: AtomicU64,
+    /// Scripts in the shard's cache, and what its Lua state takes.
+    scripts: AtomicU64,
+    lua_memory: AtomicU64,
     /// Keys the shard wrote whose writes are not yet acknowledged and in
     /// the memstores, and the bytes they hold.
     dirty_keys: AtomicU64,
@@ -319,6 +322,8 @@ impl ServerMetrics {
             replies_waiting_bytes: AtomicU64::new(0),
             blocked_clients: AtomicU64::new(0),
             changes: AtomicU64::new(0),
+            scripts: AtomicU64::new(0),
+            lua_memory: AtomicU64::new(0),
             dirty_keys: AtomicU64::new(0),
             dirty_bytes: AtomicU64::new(0),
             commands,
@@ -433,6 +438,17 @@ impl ServerMetrics {
     /// An AUTH (or HELLO AUTH) failed.
     pub fn auth_failure(&self) {
         self.auth_failures.fetch_add(1, Relaxed);
+    }
+
+    /// The scripts cached and the bytes the Lua state takes.
+    pub fn set_scripting(&self, scripts: usize, memory: usize) {
+        self.scripts.store(scripts as u64, Relaxed);
+        self.lua_memory.store(memory as u64, Relaxed);
+    }
+
+    /// The scripts cached and the bytes the Lua state takes.
+    pub fn scripting(&self) -> (u64, u64) {
+        (self.scripts.load(Relaxed), self.lua_memory.load(Relaxed))
     }
 
     /// A command changed the data (Redis's `dirty`).

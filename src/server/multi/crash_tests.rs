@@ -1,5 +1,6 @@
 //! Transactions through a crash, on simulated devices: a model client
-//! moves amounts between 200 accounts with MULTI ... EXEC, some
+//! moves amounts between 200 accounts with MULTI ... EXEC or with a Lua
+//! script (EVAL), some
 //! transactions touching all of them (so one turn's writes pass a WAL
 //! group of whole commands, and only the transaction's own group keeps it
 //! whole), each also counting itself in `done`. The power is cut (or the
@@ -81,9 +82,9 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
             } else {
                 rng.random_range(2..8)
             };
-            run_command(&mut conn, &words(&["MULTI"]));
             // Amounts that sum to zero over the accounts touched.
             let mut total = 0;
+            let mut moves = Vec::new();
             for i in 0..touched {
                 let a = if touched == ACCOUNTS {
                     i
@@ -96,20 +97,43 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
                     rng.random_range(-50..50)
                 };
                 total += by;
-                let (r, _) = run_command(
-                    &mut conn,
-                    &["INCRBY".to_string(), format!("acct{a}"), by.to_string()],
-                );
-                if r != Reply::Status("QUEUED") {
-                    return Err(format!("{ctx}: INCRBY in MULTI: {r:?}"));
+                moves.push((format!("acct{a}"), by));
+            }
+            let deps = if rng.random_range(0..2) == 0 {
+                run_command(&mut conn, &words(&["MULTI"]));
+                for (a, by) in &moves {
+                    let (r, _) = run_command(
+                        &mut conn,
+                        &["INCRBY".to_string(), a.clone(), by.to_string()],
+                    );
+                    if r != Reply::Status("QUEUED") {
+                        return Err(format!("{ctx}: INCRBY in MULTI: {r:?}"));
+                    }
                 }
-            }
-            run_command(&mut conn, &words(&["INCR", "done"]));
-            let (r, deps) = run_command(&mut conn, &words(&["EXEC"]));
-            match r {
-                Reply::Array(a) if a.len() == touched + 1 && !a.iter().any(Reply::is_error) => {}
-                other => return Err(format!("{ctx}: EXEC: {other:?}")),
-            }
+                run_command(&mut conn, &words(&["INCR", "done"]));
+                let (r, deps) = run_command(&mut conn, &words(&["EXEC"]));
+                match r {
+                    Reply::Array(a) if a.len() == touched + 1 && !a.iter().any(Reply::is_error) => {
+                    }
+                    other => return Err(format!("{ctx}: EXEC: {other:?}")),
+                }
+                deps
+            } else {
+                let mut args = vec![
+                    "EVAL".to_string(),
+                    "for i = 1, #KEYS do redis.call('INCRBY', KEYS[i], ARGV[i]) end \
+                     return redis.call('INCR', 'done')"
+                        .to_string(),
+                    moves.len().to_string(),
+                ];
+                args.extend(moves.iter().map(|(a, _)| a.clone()));
+                args.extend(moves.iter().map(|(_, by)| by.to_string()));
+                let (r, deps) = run_command(&mut conn, &args);
+                if !matches!(r, Reply::Int(_)) {
+                    return Err(format!("{ctx}: EVAL: {r:?}"));
+                }
+                deps
+            };
             sent += 1;
             waiting.push(deps);
             if rng.random_range(0..8) == 0 {

@@ -21,6 +21,7 @@ use std::ops::Bound;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::script::Vm;
 use super::ServerEngine;
 use crate::config::Durability;
 use crate::device::AnyDevice;
@@ -194,6 +195,8 @@ pub struct Shard<'a> {
     blocking: RefCell<Blocking>,
     /// Pub/sub subscriptions, and messages to hand over.
     pubsub: RefCell<PubSub>,
+    /// The shard's Lua state, once a script has run.
+    scripting: RefCell<Option<Vm>>,
     /// A transaction runs: its commands' writes are one command's (one
     /// WAL group) until it ends.
     atomic: std::cell::Cell<bool>,
@@ -216,6 +219,7 @@ impl<'a> Shard<'a> {
             watches: RefCell::new(Watches::default()),
             blocking: RefCell::new(Blocking::default()),
             pubsub: RefCell::new(PubSub::default()),
+            scripting: RefCell::new(None),
             atomic: std::cell::Cell::new(false),
         }
     }
@@ -228,6 +232,11 @@ impl<'a> Shard<'a> {
     /// The clients blocked on keys (BLPOP and the like).
     pub fn blocking(&self) -> std::cell::RefMut<'_, Blocking> {
         self.blocking.borrow_mut()
+    }
+
+    /// The shard's Lua state (`None` until a script runs).
+    pub fn scripting(&self) -> std::cell::RefMut<'_, Option<Vm>> {
+        self.scripting.borrow_mut()
     }
 
     /// Pub/sub subscriptions and the messages to hand over.

@@ -1,0 +1,371 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT, and how a script's
+//! `redis.call` runs a command.
+//!
+//! A script runs to completion on the shard, as a transaction does
+//! ([`crate::server::shard::Shard::begin_atomic`]): its commands run one
+//! after another with nothing of any other client between them, their
+//! writes are one WAL group (all of them or none after a crash), and the
+//! script's reply waits for every write any of them made or read. A
+//! script may touch keys it did not declare. Blocking commands do not
+//! block in a script; commands that make no sense in one (MULTI, WATCH,
+//! SUBSCRIBE, EVAL, ...) are refused, and a read-only script
+//! (EVAL_RO, EVALSHA_RO, FCALL_RO) may not write.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value, VmState};
+
+use super::convert::{argument, error_table, from_lua, to_lua};
+use super::{message, Vm};
+use crate::server::cmd::integer;
+use crate::server::conn::{Conn, Outcome};
+use crate::server::resp::Reply;
+use crate::server::table::{position, COMMANDS};
+
+/// Commands a script may not run.
+const NOT_IN_SCRIPTS: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "fcall",
+    "fcall_ro",
+    "script",
+    "function",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
+    "subscribe",
+    "unsubscribe",
+    "psubscribe",
+    "punsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+    "auth",
+    "hello",
+    "client",
+    "quit",
+    "reset",
+    "shutdown",
+    "save",
+    "bgsave",
+    "waitaof",
+    "stria.durability",
+];
+
+/// What a script is run as.
+pub struct Run<'s> {
+    pub f: Function,
+    /// For error messages: the script's SHA1, or the function's name.
+    pub name: &'s str,
+    pub keys: &'s [Vec<u8>],
+    pub args: &'s [Vec<u8>],
+    /// A function (called with KEYS and ARGV) rather than an EVAL script
+    /// (which reads them as globals).
+    pub function: bool,
+    pub read_only: bool,
+}
+
+fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, a) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(a)?)?;
+    }
+    Ok(t)
+}
+
+/// A script's keys and its other arguments.
+pub type KeysAndArgs<'x> = (&'x [Vec<u8>], &'x [Vec<u8>]);
+
+/// The keys and arguments of `numkeys key ... arg ...`.
+pub fn split_keys(args: &[Vec<u8>]) -> Result<KeysAndArgs<'_>, Reply> {
+    let n = integer(&args[0]).ok_or_else(crate::server::cmd::not_integer)?;
+    if n < 0 {
+        return Err(Reply::err("Number of keys can't be negative"));
+    }
+    let rest = &args[1..];
+    if n as usize > rest.len() {
+        return Err(Reply::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok(rest.split_at(n as usize))
+}
+
+impl<'a> Conn<'a> {
+    /// The shard's Lua state, made on first use.
+    pub fn vm(&self) -> Result<std::cell::RefMut<'_, Vm>, Reply> {
+        if self.shard.scripting().is_none() {
+            let stored = self.stored_libraries();
+            let mut vm = Vm::new().map_err(|e| Reply::err(format!("Lua: {e}")))?;
+            for code in stored {
+                if let Err(e) = vm.load_library(&code, true) {
+                    tracing::warn!("a stored function library does not load: {e}");
+                }
+            }
+            *self.shard.scripting() = Some(vm);
+        }
+        let slot = self.shard.scripting();
+        Ok(std::cell::RefMut::map(slot, |s| s.as_mut().expect("made")))
+    }
+
+    /// Tells INFO how many scripts are cached and what Lua takes.
+    pub fn report_scripting(&self) {
+        if let Some(vm) = self.shard.scripting().as_ref() {
+            self.shared
+                .metrics
+                .set_scripting(vm.cached_scripts(), vm.memory());
+        }
+    }
+
+    /// EVAL and EVAL_RO (`by_sha`: EVALSHA and EVALSHA_RO).
+    pub fn eval(&mut self, args: &[Vec<u8>], by_sha: bool, read_only: bool) -> Reply {
+        let (keys, rest) = match split_keys(&args[2..]) {
+            Ok(k) => k,
+            Err(r) => return r,
+        };
+        let (f, sha) = {
+            let mut vm = match self.vm() {
+                Ok(vm) => vm,
+                Err(r) => return r,
+            };
+            let sha = if by_sha {
+                String::from_utf8_lossy(&args[1]).to_ascii_lowercase()
+            } else {
+                match vm.load(&args[1]) {
+                    Ok(sha) => sha,
+                    Err(e) => return Reply::err(e),
+                }
+            };
+            match vm.script(&sha) {
+                Some(f) => (f, sha),
+                None => {
+                    return Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into())
+                }
+            }
+        };
+        self.run_script(Run {
+            f,
+            name: &sha,
+            keys,
+            args: rest,
+            function: false,
+            read_only,
+        })
+    }
+
+    /// Runs a script or function to completion, as one atomic unit.
+    pub fn run_script(&mut self, r: Run<'_>) -> Reply {
+        let (lua, lib, run, resp) = match self.vm() {
+            Ok(vm) => (
+                vm.lua.clone(),
+                vm.lib.clone(),
+                vm.run.clone(),
+                vm.resp.clone(),
+            ),
+            Err(e) => return e,
+        };
+        resp.set(2);
+        let nested = self.shard.in_atomic();
+        if !nested {
+            self.shard.begin_atomic();
+        }
+        let proto = self.proto;
+        let read_only = r.read_only;
+        // A script holds its shard: one that runs past busy-reply-threshold
+        // without having written is stopped (as if by SCRIPT KILL, which no
+        // other client could send meanwhile); one that has written runs on,
+        // as in Redis, where only SHUTDOWN NOSAVE ends it.
+        let wrote = Rc::new(Cell::new(false));
+        let limit = self
+            .shared
+            .settings
+            .number("busy-reply-threshold")
+            .filter(|&ms| ms > 0)
+            .map(|ms| Duration::from_millis(ms as u64));
+        if let Some(limit) = limit {
+            let (started, wrote) = (Instant::now(), wrote.clone());
+            let _ = lua.set_hook(
+                HookTriggers::new().every_nth_instruction(100_000),
+                move |_, _| {
+                    if !wrote.get() && started.elapsed() > limit {
+                        return Err(mlua::Error::runtime(format!(
+                            "the script ran past busy-reply-threshold ({} ms) without writing, and was stopped",
+                            limit.as_millis()
+                        )));
+                    }
+                    Ok(VmState::Continue)
+                },
+            );
+        }
+        let conn = RefCell::new(&mut *self);
+        let outcome = lua.scope(|scope| {
+            let call = scope.create_function(|lua, argv: MultiValue| {
+                let mut c = conn.borrow_mut();
+                c.script_call(lua, argv, read_only, resp.get() == 3, &wrote)
+            })?;
+            lib.raw_set("__call", call)?;
+            let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
+            let out: (bool, Value) = if r.function {
+                run.call((r.f.clone(), true, keys, args))?
+            } else {
+                lib.raw_set("KEYS", keys)?;
+                lib.raw_set("ARGV", args)?;
+                run.call((r.f.clone(), false))?
+            };
+            lib.raw_set("__call", Value::Nil)?;
+            Ok(out)
+        });
+        lua.remove_hook();
+        if !nested {
+            self.shard.end_atomic();
+        }
+        match outcome {
+            Ok((true, v)) => from_lua(&v, proto),
+            Ok((false, e)) => script_error(&e, r.name),
+            Err(e) => Reply::err(format!("Error running script {}, {}", r.name, message(&e))),
+        }
+    }
+
+    /// `redis.call` and `redis.pcall`: runs a command for the script;
+    /// (true, its reply) or (false, `{err = ...}`).
+    fn script_call(
+        &mut self,
+        lua: &Lua,
+        argv: MultiValue,
+        read_only: bool,
+        resp3: bool,
+        wrote: &Cell<bool>,
+    ) -> mlua::Result<(bool, Value)> {
+        let fail = |msg: &str| Ok((false, error_table(lua, msg)?));
+        if argv.is_empty() {
+            return fail("ERR Please specify at least one argument for this redis lib call");
+        }
+        let mut args = Vec::with_capacity(argv.len());
+        for v in argv.iter() {
+            match argument(v) {
+                Some(a) => args.push(a),
+                None => {
+                    return fail("ERR Lua redis lib command arguments must be strings or integers")
+                }
+            }
+        }
+        let Some(at) = position(&args[0]) else {
+            return fail("ERR Unknown Redis command called from script");
+        };
+        let spec = &COMMANDS[at];
+        let n = args.len() as i32;
+        if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+            return fail("ERR Wrong number of args calling Redis command from script");
+        }
+        if NOT_IN_SCRIPTS.contains(&spec.name) {
+            return fail("ERR This Redis command is not allowed from script");
+        }
+        if read_only && spec.flags.contains(&"write") {
+            return fail("ERR Write commands are not allowed from read-only scripts.");
+        }
+        if spec.flags.contains(&"write") {
+            wrote.set(true);
+        }
+        let reply = match self.run(spec, args) {
+            Outcome::Reply(r) | Outcome::Close(r) => r,
+            Outcome::Stop | Outcome::Block => Reply::Nil,
+        };
+        if let Reply::Error(e) = &reply {
+            return fail(e);
+        }
+        Ok((true, to_lua(lua, reply, resp3)?))
+    }
+
+    /// SCRIPT LOAD, EXISTS, FLUSH, KILL, HELP.
+    pub fn script_command(&mut self, args: &[Vec<u8>]) -> Reply {
+        let sub = args[0].to_ascii_lowercase();
+        match (sub.as_slice(), args.len()) {
+            (b"load", 2) => match self.vm().map(|mut vm| vm.load(&args[1])) {
+                Ok(Ok(sha)) => Reply::bulk(sha),
+                Ok(Err(e)) => Reply::err(e),
+                Err(r) => r,
+            },
+            (b"exists", n) if n >= 2 => match self.vm() {
+                Ok(vm) => Reply::Array(
+                    args[1..]
+                        .iter()
+                        .map(|s| {
+                            let sha = String::from_utf8_lossy(s).to_ascii_lowercase();
+                            Reply::Int(vm.has_script(&sha) as i64)
+                        })
+                        .collect(),
+                ),
+                Err(r) => r,
+            },
+            (b"flush", 1 | 2) => {
+                if let Some(mode) = args.get(1) {
+                    if !matches!(mode.to_ascii_lowercase().as_slice(), b"sync" | b"async") {
+                        return Reply::err("SCRIPT FLUSH only support SYNC|ASYNC option");
+                    }
+                }
+                if let Some(vm) = self.shard.scripting().as_mut() {
+                    vm.flush_scripts();
+                }
+                Reply::ok()
+            }
+            // A script runs to completion before any other command of the
+            // shard, SCRIPT KILL included: none is ever running when it
+            // arrives.
+            (b"kill", 1) => Reply::Error("NOTBUSY No scripts in execution right now.".into()),
+            (b"help", 1) => Reply::Array(
+                [
+                    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                    "EXISTS <sha1> [<sha1> ...]",
+                    "    Return information about the existence of the scripts in the script cache.",
+                    "FLUSH [ASYNC|SYNC]",
+                    "    Flush the Lua scripts cache.",
+                    "KILL",
+                    "    Kill the currently executing Lua script.",
+                    "LOAD <script>",
+                    "    Load a script into the scripts cache without executing it.",
+                    "HELP",
+                    "    Print this help.",
+                ]
+                .into_iter()
+                .map(Reply::bulk)
+                .collect(),
+            ),
+            _ => Reply::err(format!(
+                "unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
+                crate::server::command::show(&args[0])
+            )),
+        }
+    }
+}
+
+/// The reply of a script that raised `e` (an `{err = ...}` table).
+fn script_error(e: &Value, name: &str) -> Reply {
+    let msg = match e {
+        Value::Table(t) => t
+            .raw_get::<Option<String>>("err")
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "ERR execution failure".into()),
+        other => format!("ERR {other:?}"),
+    };
+    let msg = if msg.is_empty() {
+        "ERR".to_string()
+    } else {
+        msg
+    };
+    // Where a Lua error happened, as Redis says it.
+    let at = msg
+        .split_once("user_script:")
+        .and_then(|(_, rest)| rest.split_once(':'))
+        .map(|(line, _)| line)
+        .filter(|l| l.chars().all(|c| c.is_ascii_digit()) && !l.is_empty());
+    match at {
+        Some(line) => Reply::Error(format!("{msg} script: {name}, on @user_script:{line}.")),
+        None => Reply::Error(msg),
+    }
+}

@@ -1,0 +1,249 @@
+-- Runs once in each shard's Lua state, with the standard libraries and
+-- the ones Stria adds (redis, bit, cjson, cmsgpack, struct) in _G. It
+-- moves every global into a hidden table that _G reads through, so a
+-- script can read what Redis's scripts can read, cannot make or change a
+-- global ("Attempt to modify a readonly table") and gets Redis's error
+-- for a global that does not exist. Libraries are read-only proxies.
+-- Returns the hidden table and the function that runs a script.
+
+local raw_setmetatable, raw_rawset, raw_error = setmetatable, rawset, error
+local raw_pairs, raw_type, raw_tostring, raw_xpcall = pairs, type, tostring, xpcall
+
+local G = _G
+local lib = {}
+for k, v in raw_pairs(G) do
+  lib[k] = v
+end
+for k in raw_pairs(lib) do
+  G[k] = nil
+end
+
+-- What Redis's scripts do not get.
+lib.loadfile, lib.dofile, lib.print, lib.require, lib.module = nil, nil, nil, nil, nil
+lib.io, lib.package, lib.newproxy = nil, nil, nil
+lib.os = { clock = lib.os and lib.os.clock }
+
+local protected = raw_setmetatable({}, { __mode = "k" })
+
+local function readonly_error()
+  raw_error("Attempt to modify a readonly table", 2)
+end
+
+local function readonly(t)
+  local proxy = {}
+  raw_setmetatable(proxy, { __index = t, __newindex = readonly_error, __metatable = false })
+  protected[proxy] = true
+  return proxy
+end
+
+-- The calls into the server: redis.call raises a command's error,
+-- redis.pcall returns it as {err = ...}. `__call` is set for each run.
+local redis = lib.redis
+redis.call = function(...)
+  local ok, v = lib.__call(...)
+  if not ok then
+    raw_error(v, 0)
+  end
+  return v
+end
+redis.pcall = function(...)
+  local _, v = lib.__call(...)
+  return v
+end
+redis.error_reply = function(msg)
+  if raw_type(msg) ~= "string" then
+    raw_error("wrong number or type of arguments", 2)
+  end
+  if msg == "" then
+    msg = "ERR"
+  end
+  return { err = msg }
+end
+redis.status_reply = function(msg)
+  if raw_type(msg) ~= "string" then
+    raw_error("wrong number or type of arguments", 2)
+  end
+  return { ok = msg }
+end
+
+-- FUNCTION LOAD runs a library with `__registering` set: its functions
+-- are collected there.
+redis.register_function = function(...)
+  local reg = lib.__registering
+  if reg == nil then
+    raw_error("redis.register_function can only be called on FUNCTION LOAD command", 2)
+  end
+  local n = select("#", ...)
+  local a, b = ...
+  local name, fn, flags, desc
+  if n == 1 then
+    if raw_type(a) ~= "table" then
+      raw_error("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).", 2)
+    end
+    name, fn, flags, desc = a.function_name, a.callback, a.flags, a.description
+    for k in raw_pairs(a) do
+      if k ~= "function_name" and k ~= "callback" and k ~= "flags" and k ~= "description" then
+        raw_error("unknown argument given to redis.register_function", 2)
+      end
+    end
+    if name == nil then
+      raw_error("redis.register_function must get a function name argument", 2)
+    end
+    if fn == nil then
+      raw_error("redis.register_function must get a callback argument", 2)
+    end
+    if raw_type(name) ~= "string" then
+      raw_error("function_name argument given to redis.register_function must be a string", 2)
+    end
+    if raw_type(fn) ~= "function" then
+      raw_error("callback argument given to redis.register_function must be a function", 2)
+    end
+  elseif n == 2 then
+    name, fn = a, b
+    if raw_type(name) ~= "string" then
+      raw_error("first argument to redis.register_function must be a string", 2)
+    end
+    if raw_type(fn) ~= "function" then
+      raw_error("second argument to redis.register_function must be a function", 2)
+    end
+  else
+    raw_error("wrong number of arguments to redis.register_function", 2)
+  end
+  if not name:match("^[%w_]+$") then
+    raw_error("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long", 2)
+  end
+  for _, r in raw_pairs(reg) do
+    if r.name:lower() == name:lower() then
+      raw_error("Function already exists in the library", 2)
+    end
+  end
+  local known = { ["no-writes"] = true, ["allow-oom"] = true, ["allow-stale"] = true,
+                  ["no-cluster"] = true, ["allow-cross-slot-keys"] = true }
+  local fl = {}
+  if flags ~= nil then
+    if raw_type(flags) ~= "table" then
+      raw_error("flags argument to redis.register_function must be a table representing function flags", 2)
+    end
+    for _, f in raw_pairs(flags) do
+      if not known[f] then
+        raw_error("unknown flag given", 2)
+      end
+      fl[#fl + 1] = f
+    end
+  end
+  if desc ~= nil and raw_type(desc) ~= "string" then
+    raw_error("description argument given to redis.register_function must be a string", 2)
+  end
+  reg[#reg + 1] = { name = name, fn = fn, flags = fl, desc = desc }
+end
+
+-- What a library sees while FUNCTION LOAD runs it: only registration
+-- and logging; every other global and `redis` field is absent.
+local load_api = { register_function = redis.register_function, log = redis.log,
+                   REDIS_VERSION = redis.REDIS_VERSION, REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM }
+for _, l in raw_pairs({ "LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING" }) do
+  load_api[l] = redis[l]
+end
+
+local function missing(k)
+  raw_error("Script attempted to access nonexistent global variable '" .. raw_tostring(k) .. "'", 3)
+end
+
+local function strict(t)
+  local proxy = {}
+  raw_setmetatable(proxy, {
+    __index = function(_, k)
+      local v = t[k]
+      if v == nil then
+        missing(k)
+      end
+      return v
+    end,
+    __newindex = readonly_error,
+    __metatable = false,
+  })
+  protected[proxy] = true
+  return proxy
+end
+
+local load_globals = { redis = strict(load_api) }
+-- Functions register only while their library loads.
+redis.register_function = nil
+
+for _, name in raw_pairs({ "redis", "bit", "cjson", "cmsgpack", "struct", "string", "table", "math", "os", "coroutine" }) do
+  if lib[name] ~= nil then
+    lib[name] = readonly(lib[name])
+  end
+end
+
+lib.setmetatable = function(t, mt)
+  if protected[t] then
+    raw_error("Attempt to modify a readonly table", 2)
+  end
+  return raw_setmetatable(t, mt)
+end
+lib.rawset = function(t, k, v)
+  if protected[t] then
+    raw_error("Attempt to modify a readonly table", 2)
+  end
+  return raw_rawset(t, k, v)
+end
+lib._G = G
+
+local function global(_, k)
+  local v = lib[k]
+  if v == nil then
+    missing(k)
+  end
+  return v
+end
+
+raw_setmetatable(G, { __index = global, __newindex = readonly_error, __metatable = readonly({}) })
+protected[G] = true
+
+-- A library's own globals: what FUNCTION LOAD allows while it loads,
+-- then (`activate`) what every script sees, for its functions to run.
+local envs = raw_setmetatable({}, { __mode = "k" })
+local function library_env()
+  local env, mt = {}, {}
+  mt.__index = function(_, k)
+    local v = load_globals[k]
+    if v == nil then
+      missing(k)
+    end
+    return v
+  end
+  mt.__newindex = readonly_error
+  mt.__metatable = readonly({})
+  raw_setmetatable(env, mt)
+  protected[env] = true
+  envs[env] = mt
+  return env
+end
+local function activate(env)
+  envs[env].__index = global
+end
+
+-- A script's error as Redis reports it: a table with the error reply in
+-- `err`; a plain Lua error becomes one with the ERR code.
+local function handler(e)
+  if raw_type(e) ~= "table" then
+    -- An error of the server's own functions comes with its kind and a
+    -- traceback: the message alone, as Redis gives it.
+    local msg = raw_tostring(e):gsub("^runtime error: ", ""):gsub("%s*stack traceback:.*$", "")
+    e = { err = "ERR " .. msg }
+  end
+  return e
+end
+
+-- Runs `f`: with (keys, args) for a function, with none for EVAL.
+local function run(f, with_args, keys, args)
+  if with_args then
+    return raw_xpcall(function()
+      return f(keys, args)
+    end, handler)
+  end
+  return raw_xpcall(f, handler)
+end
+
+return lib, run, library_env, activate
