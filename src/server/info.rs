@@ -199,6 +199,9 @@ fn usec(ns: u64) -> u64 {
 fn clients(w: &mut Section, s: &ServerMetrics) {
     w.kv("connected_clients", s.connected());
     w.kv("blocked_clients", s.blocked_clients());
+    let (keys, nokey) = s.blocking_keys();
+    w.kv("total_blocking_keys", keys);
+    w.kv("total_blocking_keys_on_nokey", nokey);
     // Replies held until the writes they reveal are acknowledged, and
     // the shard's writes not yet in the engine's memstores.
     let (keys, bytes) = s.dirty();
@@ -595,7 +598,7 @@ mod tests {
         let clients = engine_sections(&engine, &server, &wanted(&["CLIENTS".into()]));
         assert!(
             clients.starts_with(
-                "# Clients\r\nconnected_clients:1\r\nblocked_clients:0\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
+                "# Clients\r\nconnected_clients:1\r\nblocked_clients:0\r\ntotal_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
             ),
             "{clients}"
         );

@@ -39,6 +39,12 @@ pub const ITEM: u8 = b'l';
 pub const MEMBER: u8 = b'm';
 pub const SCORED: u8 = b'z';
 pub const BY_SCORE: u8 = b's';
+/// A stream's entry (by its ID, big-endian), consumer group (by name),
+/// consumer (group, then name) and pending entry (group, then ID).
+pub const ENTRY: u8 = b'e';
+pub const GROUP: u8 = b'g';
+pub const CONSUMER: u8 = b'c';
+pub const PENDING: u8 = b'p';
 
 const META: u8 = b'm';
 const SUB: u8 = b'v';

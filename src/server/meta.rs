@@ -18,6 +18,7 @@ pub enum Type {
     List,
     Set,
     ZSet,
+    Stream,
 }
 
 impl Type {
@@ -29,6 +30,7 @@ impl Type {
             Type::List => "list",
             Type::Set => "set",
             Type::ZSet => "zset",
+            Type::Stream => "stream",
         }
     }
 
@@ -40,6 +42,7 @@ impl Type {
             b"list" => Some(Type::List),
             b"set" => Some(Type::Set),
             b"zset" => Some(Type::ZSet),
+            b"stream" => Some(Type::Stream),
             _ => None,
         }
     }
@@ -51,6 +54,7 @@ impl Type {
             Type::List => b'l',
             Type::Set => b't',
             Type::ZSet => b'z',
+            Type::Stream => b'x',
         }
     }
 
@@ -61,6 +65,7 @@ impl Type {
             b'l' => Some(Type::List),
             b't' => Some(Type::Set),
             b'z' => Some(Type::ZSet),
+            b'x' => Some(Type::Stream),
             _ => None,
         }
     }
@@ -76,6 +81,67 @@ pub enum Body {
     Count(u64),
     /// Where a list's elements are: positions head..tail.
     Ends(u64, u64),
+    /// A stream's state.
+    Stream(Box<StreamState>),
+}
+
+/// A stream entry's ID: milliseconds and a sequence number.
+pub type Id = (u64, u64);
+
+/// What a stream's metadata holds (all little-endian words).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamState {
+    pub length: u64,
+    /// The highest ID ever added (or set by XSETID).
+    pub last: Id,
+    /// The first entry's ID ((0, 0) when empty).
+    pub first: Id,
+    pub max_deleted: Id,
+    /// Entries ever added.
+    pub added: u64,
+    pub groups: u64,
+    /// Where entries go for approximate trimming (`~`), as Redis's
+    /// nodes of `stream-node-max-entries`: the current node, and its
+    /// entries and bytes so far.
+    pub node: u64,
+    pub node_entries: u64,
+    pub node_bytes: u64,
+}
+
+/// The words of a [`StreamState`].
+const STREAM_WORDS: usize = 12;
+
+impl StreamState {
+    fn words(&self) -> [u64; STREAM_WORDS] {
+        [
+            self.length,
+            self.last.0,
+            self.last.1,
+            self.first.0,
+            self.first.1,
+            self.max_deleted.0,
+            self.max_deleted.1,
+            self.added,
+            self.groups,
+            self.node,
+            self.node_entries,
+            self.node_bytes,
+        ]
+    }
+
+    fn of_words(w: &[u64]) -> StreamState {
+        StreamState {
+            length: w[0],
+            last: (w[1], w[2]),
+            first: (w[3], w[4]),
+            max_deleted: (w[5], w[6]),
+            added: w[7],
+            groups: w[8],
+            node: w[9],
+            node_entries: w[10],
+            node_bytes: w[11],
+        }
+    }
 }
 
 impl PartialEq for Body {
@@ -84,6 +150,7 @@ impl PartialEq for Body {
             (Body::Value(a, i), Body::Value(b, j)) => a[*i..] == b[*j..],
             (Body::Count(a), Body::Count(b)) => a == b,
             (Body::Ends(a, b), Body::Ends(c, d)) => (a, b) == (c, d),
+            (Body::Stream(a), Body::Stream(b)) => a == b,
             _ => false,
         }
     }
@@ -144,6 +211,7 @@ impl Meta {
             expire_at: None,
             body: match kind {
                 Type::List => Body::Ends(LIST_MIDDLE, LIST_MIDDLE),
+                Type::Stream => Body::Stream(Box::default()),
                 _ => Body::Count(0),
             },
         }
@@ -157,7 +225,7 @@ impl Meta {
     pub fn value(&self) -> Option<&[u8]> {
         match &self.body {
             Body::Value(v, at) => Some(&v[*at..]),
-            Body::Count(_) | Body::Ends(..) => None,
+            Body::Count(_) | Body::Ends(..) | Body::Stream(_) => None,
         }
     }
 
@@ -166,6 +234,7 @@ impl Meta {
         match self.body {
             Body::Count(n) => n,
             Body::Ends(head, tail) => tail - head,
+            Body::Stream(ref s) => s.length,
             Body::Value(..) => 1,
         }
     }
@@ -175,6 +244,14 @@ impl Meta {
         match self.body {
             Body::Ends(h, t) => (h, t),
             _ => (LIST_MIDDLE, LIST_MIDDLE),
+        }
+    }
+
+    /// A stream's state (a default one for any other type).
+    pub fn stream(&self) -> StreamState {
+        match &self.body {
+            Body::Stream(s) => (**s).clone(),
+            _ => StreamState::default(),
         }
     }
 
@@ -194,6 +271,13 @@ impl Meta {
                 let mut out = header(self.kind, self.version, self.expire_at, 16);
                 out.extend_from_slice(&h.to_le_bytes());
                 out.extend_from_slice(&t.to_le_bytes());
+                out
+            }
+            Body::Stream(st) => {
+                let mut out = header(self.kind, self.version, self.expire_at, 8 * STREAM_WORDS);
+                for w in st.words() {
+                    out.extend_from_slice(&w.to_le_bytes());
+                }
                 out
             }
         }
@@ -231,6 +315,15 @@ impl Meta {
                 }
                 Body::Count(word(head)?)
             }
+            Type::Stream => {
+                if raw.len() != head + 8 * STREAM_WORDS {
+                    return None;
+                }
+                let w: Vec<u64> = (0..STREAM_WORDS)
+                    .map(|i| word(head + 8 * i))
+                    .collect::<Option<_>>()?;
+                Body::Stream(Box::new(StreamState::of_words(&w)))
+            }
         };
         Some(Meta {
             kind,
@@ -254,6 +347,7 @@ impl Meta {
             Type::String => raw.len() >= head,
             Type::List => raw.len() == head + 16,
             Type::Hash | Type::Set | Type::ZSet => raw.len() == head + 8,
+            Type::Stream => raw.len() == head + 8 * STREAM_WORDS,
         };
         if !body_ok {
             return None;
@@ -288,6 +382,16 @@ mod tests {
             },
             Meta::collection(Type::Set, 5),
             Meta::collection(Type::ZSet, 6),
+            Meta {
+                body: Body::Stream(Box::new(StreamState {
+                    length: 2,
+                    last: (5, 1),
+                    first: (3, 0),
+                    groups: 1,
+                    ..StreamState::default()
+                })),
+                ..Meta::collection(Type::Stream, 7)
+            },
         ];
         for m in all {
             let raw = m.encode();

@@ -23,6 +23,7 @@ const W: &[&str] = &["write"];
 const WD: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "fast"];
 const WB: &[&str] = &["write", "blocking"];
+const RB: &[&str] = &["readonly", "blocking"];
 const R: &[&str] = &["readonly", "fast"];
 const RS: &[&str] = &["readonly"];
 const A: &[&str] = &["fast"];
@@ -193,6 +194,22 @@ pub static COMMANDS: &[Spec] = &[
     spec("zintercard", -3, RS, NO, "sorted-set", "The size of the intersection of sorted sets (LIMIT)."),
     spec("zrandmember", -2, RS, K1, "sorted-set", "Members at random (WITHSCORES)."),
     spec("zscan", -3, RS, K1, "sorted-set", "Iterates over members and scores."),
+    // Streams.
+    spec("xadd", -5, WD, K1, "stream", "Appends an entry (NOMKSTREAM, MAXLEN, MINID, LIMIT, *, ms-*)."),
+    spec("xlen", 2, R, K1, "stream", "The number of entries."),
+    spec("xrange", -4, RS, K1, "stream", "Entries in an ID range (COUNT)."),
+    spec("xrevrange", -4, RS, K1, "stream", "Entries in an ID range, last first (COUNT)."),
+    spec("xdel", -3, WF, K1, "stream", "Deletes entries."),
+    spec("xtrim", -4, W, K1, "stream", "Trims a stream (MAXLEN, MINID, =, ~, LIMIT)."),
+    spec("xread", -4, RB, NO, "stream", "Reads entries after IDs from streams (COUNT, BLOCK)."),
+    spec("xsetid", -3, WD, K1, "stream", "Sets a stream's last ID (ENTRIESADDED, MAXDELETEDID)."),
+    spec("xgroup", -2, WD, NO, "stream", "CREATE, SETID, DESTROY, CREATECONSUMER, DELCONSUMER of consumer groups."),
+    spec("xreadgroup", -7, WB, NO, "stream", "Reads entries as a consumer of a group (COUNT, BLOCK, NOACK)."),
+    spec("xack", -4, WF, K1, "stream", "Acknowledges entries of a group."),
+    spec("xpending", -3, RS, K1, "stream", "A group's pending entries (IDLE, range, COUNT, consumer)."),
+    spec("xclaim", -6, WF, K1, "stream", "Claims pending entries for a consumer."),
+    spec("xautoclaim", -6, WF, K1, "stream", "Claims idle pending entries, scanning from an ID."),
+    spec("xinfo", -2, RS, NO, "stream", "STREAM, GROUPS, CONSUMERS."),
     // The keyspace.
     spec("del", -2, W, KALL, "generic", "Deletes keys of any type, each in one write."),
     spec("unlink", -2, WF, KALL, "generic", "Deletes keys (as DEL)."),

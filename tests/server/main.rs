@@ -19,6 +19,7 @@ mod pubsub;
 mod restart;
 mod revealed;
 mod scripting;
+mod streams;
 mod tools;
 mod transactions;
 mod types;

@@ -39,6 +39,15 @@ pub const BLOCKING: &[&str] = &[
     "bzmpop",
 ];
 
+/// Whether XREAD or XREADGROUP asks to BLOCK.
+pub fn reads_blocked(name: &str, args: &[Vec<u8>]) -> bool {
+    matches!(name, "xread" | "xreadgroup")
+        && args
+            .iter()
+            .take_while(|a| !a.eq_ignore_ascii_case(b"streams"))
+            .any(|a| a.eq_ignore_ascii_case(b"block"))
+}
+
 /// What a blocking command replies when its time is up.
 fn timed_out(name: &str) -> Reply {
     match name {
@@ -72,8 +81,24 @@ fn timeout(arg: &[u8]) -> Res<Option<Duration>> {
     Ok((ms > 0.0).then(|| Duration::from_millis(ms as u64)))
 }
 
-/// Where a blocking command's timeout is, and the keys it waits on.
-fn shape(name: &str, args: &[Vec<u8>]) -> Res<(usize, Vec<Vec<u8>>)> {
+/// How long a blocking command waits (`None`: for ever), and the keys
+/// it waits on.
+fn shape(name: &str, args: &[Vec<u8>]) -> Res<(Option<Duration>, Vec<Vec<u8>>)> {
+    if matches!(name, "xread" | "xreadgroup") {
+        let skip = if name == "xread" { 1 } else { 4 };
+        let (_, block, (keys, _)) = super::streams::read_options(
+            args.get(skip..).unwrap_or_default(),
+            name == "xreadgroup",
+        )?;
+        let wait = block.filter(|&ms| ms > 0).map(Duration::from_millis);
+        return Ok((wait, keys.to_vec()));
+    }
+    let (at, keys) = shape_pops(name, args)?;
+    Ok((timeout(&args[at])?, keys))
+}
+
+/// Where a blocking pop's timeout is, and the keys it waits on.
+fn shape_pops(name: &str, args: &[Vec<u8>]) -> Res<(usize, Vec<Vec<u8>>)> {
     let n = args.len();
     Ok(match name {
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => (n - 1, args[1..n - 1].to_vec()),
@@ -87,21 +112,33 @@ impl<'a> Conn<'a> {
     /// Runs a blocking command: its reply, or [`Outcome::Block`].
     pub(super) fn blocking(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Outcome {
         let name = spec.name;
-        let shaped = shape(name, &args).and_then(|(at, keys)| Ok((timeout(&args[at])?, keys)));
-        let (wait, keys) = match shaped {
+        let mut args = args;
+        let (wait, keys) = match shape(name, &args) {
             Ok(s) => s,
             Err(r) => return Outcome::Reply(r),
         };
+        // A blocked XREAD waits for what comes after now.
+        if name == "xread" {
+            if let Err(r) = self.resolve_dollar(&mut args, false) {
+                return Outcome::Reply(r);
+            }
+        }
         match self.pop_now(name, &args) {
             Err(r) | Ok(Some(r)) => Outcome::Reply(r),
             Ok(None) if self.shard.in_atomic() => Outcome::Reply(timed_out(name)),
             Ok(None) => {
                 let owners: Vec<Vec<u8>> = keys.iter().map(|k| owner(k)).collect();
                 let deadline = wait.map(|w| Instant::now() + w);
-                self.shard
-                    .blocking()
-                    .block(self.token, self.client.id, &owners, deadline);
+                self.shard.blocking().block(
+                    self.token,
+                    self.client.id,
+                    &owners,
+                    deadline,
+                    name == "xreadgroup",
+                );
                 self.shared.metrics.blocked(1);
+                let (keys, nokey) = self.shard.blocking().keys();
+                self.shared.metrics.set_blocking_keys(keys, nokey);
                 self.blocked = Some(Blocked {
                     spec,
                     args,
@@ -165,6 +202,8 @@ impl<'a> Conn<'a> {
                 self.lmove_command(&a)?
             }
             "blmpop" => self.lmpop(&args[2..])?,
+            "xread" => return self.xread(args),
+            "xreadgroup" => return self.xreadgroup(args),
             _ => self.zmpop(&args[2..])?,
         };
         Ok(match r {
@@ -186,6 +225,8 @@ impl<'a> Conn<'a> {
             // in Redis; a BLMOVE whose source has an element but whose
             // destination is of another type is answered with the error.
             Err(e) => match name {
+                // The stream or group went: a group's reader is told.
+                "xreadgroup" => Some(e),
                 "blmove" | "brpoplpush" => match self.lookup(&args[1]) {
                     Ok(Some(m)) if m.kind == Type::List => Some(e),
                     _ => None,
@@ -224,10 +265,16 @@ impl<'a> Conn<'a> {
     /// Waits no more.
     pub fn unblock(&mut self) {
         if let Some(b) = self.blocked.take() {
-            self.shard
-                .blocking()
-                .unblock(self.token, self.client.id, &b.owners, b.deadline);
+            self.shard.blocking().unblock(
+                self.token,
+                self.client.id,
+                &b.owners,
+                b.deadline,
+                b.spec.name == "xreadgroup",
+            );
             self.shared.metrics.blocked(-1);
+            let (keys, nokey) = self.shard.blocking().keys();
+            self.shared.metrics.set_blocking_keys(keys, nokey);
         }
     }
 }

@@ -11,7 +11,9 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::{integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
-use crate::server::keys::{self, BY_SCORE, FIELD, ITEM, MEMBER, SCORED};
+use crate::server::keys::{
+    self, BY_SCORE, CONSUMER, ENTRY, FIELD, GROUP, ITEM, MEMBER, PENDING, SCORED,
+};
 use crate::server::meta::{Body, Meta, Type};
 use crate::server::resp::Reply;
 use crate::server::shard::CHUNK;
@@ -115,6 +117,11 @@ fn consistent(m: &Meta, elements: &Elements) -> bool {
         (Type::Set, Body::Count(n)) => tags_ok(&[MEMBER]) && tagged(MEMBER) == *n,
         (Type::ZSet, Body::Count(n)) => {
             tags_ok(&[SCORED, BY_SCORE]) && tagged(SCORED) == *n && tagged(BY_SCORE) == *n
+        }
+        (Type::Stream, Body::Stream(st)) => {
+            tags_ok(&[ENTRY, GROUP, CONSUMER, PENDING])
+                && tagged(ENTRY) == st.length
+                && tagged(GROUP) == st.groups
         }
         (Type::List, Body::Ends(head, tail)) => {
             let positions_ok = elements.iter().all(|(k, _)| {

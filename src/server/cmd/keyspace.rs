@@ -200,6 +200,7 @@ impl<'a> Conn<'a> {
                 Type::List => "positions",
                 Type::Set => "members",
                 Type::ZSet => "scored",
+                Type::Stream => "entries",
             }),
             b"freq" | b"idletime" => Reply::Int(0),
             b"refcount" => Reply::Int(1),
@@ -439,6 +440,7 @@ impl<'a> Conn<'a> {
             Some(floor.to_string().into_bytes()),
         )]);
         self.shared.floor.store(floor, Ordering::SeqCst);
+        self.shard.blocking().ready_all();
         Ok(Reply::ok())
     }
 }

@@ -20,6 +20,8 @@ mod lcs;
 mod lists;
 mod sets;
 mod sort;
+mod stream_groups;
+mod streams;
 mod strings;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -464,7 +466,7 @@ impl<'a> Conn<'a> {
         }
         self.now = 0;
         let name = spec.name;
-        if blocking::BLOCKING.contains(&name) {
+        if blocking::BLOCKING.contains(&name) || blocking::reads_blocked(name, &args) {
             return self.blocking(spec, args);
         }
         let r = match spec.group {
@@ -474,6 +476,7 @@ impl<'a> Conn<'a> {
             "list" => self.lists(name, &args),
             "set" => self.sets(name, &args),
             "sorted-set" => self.zsets(name, &args),
+            "stream" => self.streams(name, &args),
             _ => self
                 .keyspace(name, &args)
                 .or_else(|| self.expire(name, &args)),

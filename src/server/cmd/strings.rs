@@ -428,6 +428,6 @@ fn check_size(len: u64) -> Res<()> {
 fn into_bulk(m: Meta) -> Reply {
     match m.body {
         meta::Body::Value(v, at) => Reply::BulkFrom(v, at),
-        meta::Body::Count(_) | meta::Body::Ends(..) => Reply::Nil,
+        meta::Body::Count(_) | meta::Body::Ends(..) | meta::Body::Stream(_) => Reply::Nil,
     }
 }

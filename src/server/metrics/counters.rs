@@ -255,6 +255,9 @@ pub struct ServerMetrics {
     blocked_clients: AtomicU64,
     /// Commands that changed the data.
     changes: AtomicU64,
+    /// Keys that blocked clients wait on, and those an XREADGROUP waits on.
+    blocking_keys: AtomicU64,
+    blocking_keys_nokey: AtomicU64,
     /// Scripts in the shard's cache, and what its Lua state takes.
     scripts: AtomicU64,
     lua_memory: AtomicU64,
@@ -322,6 +325,8 @@ impl ServerMetrics {
             replies_waiting_bytes: AtomicU64::new(0),
             blocked_clients: AtomicU64::new(0),
             changes: AtomicU64::new(0),
+            blocking_keys: AtomicU64::new(0),
+            blocking_keys_nokey: AtomicU64::new(0),
             scripts: AtomicU64::new(0),
             lua_memory: AtomicU64::new(0),
             dirty_keys: AtomicU64::new(0),
@@ -355,6 +360,19 @@ impl ServerMetrics {
     /// One more (`+1`) or fewer (`-1`) client waiting in a blocking command.
     pub fn blocked(&self, by: i64) {
         add_signed(&self.blocked_clients, by);
+    }
+
+    pub fn set_blocking_keys(&self, n: usize, nokey: usize) {
+        self.blocking_keys.store(n as u64, Relaxed);
+        self.blocking_keys_nokey.store(nokey as u64, Relaxed);
+    }
+
+    /// Keys that blocked clients wait on, and those an XREADGROUP waits on.
+    pub fn blocking_keys(&self) -> (u64, u64) {
+        (
+            self.blocking_keys.load(Relaxed),
+            self.blocking_keys_nokey.load(Relaxed),
+        )
     }
 
     /// Clients waiting in a blocking command.

@@ -28,6 +28,9 @@ pub struct Blocking {
     by_client: HashMap<u64, usize, Xxh3Builder>,
     /// Waiters CLIENT UNBLOCK ended, and whether with an error.
     unblocked: Vec<(usize, bool)>,
+    /// Per key, the waiters that a delete of the key answers
+    /// (XREADGROUP's), as Redis counts them.
+    on_nokey: HashMap<Vec<u8>, usize, Xxh3Builder>,
 }
 
 impl Blocking {
@@ -39,8 +42,14 @@ impl Blocking {
         client: u64,
         owners: &[Vec<u8>],
         deadline: Option<Instant>,
+        nokey: bool,
     ) {
         self.by_client.insert(client, token);
+        if nokey {
+            for o in owners {
+                *self.on_nokey.entry(o.clone()).or_default() += 1;
+            }
+        }
         for o in owners {
             let q = self.by_owner.entry(o.clone()).or_default();
             if !q.contains(&token) {
@@ -59,8 +68,19 @@ impl Blocking {
         client: u64,
         owners: &[Vec<u8>],
         deadline: Option<Instant>,
+        nokey: bool,
     ) {
         self.by_client.remove(&client);
+        if nokey {
+            for o in owners {
+                if let Some(n) = self.on_nokey.get_mut(o) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.on_nokey.remove(o);
+                    }
+                }
+            }
+        }
         for o in owners {
             if let Some(q) = self.by_owner.get_mut(o) {
                 q.retain(|&t| t != token);
@@ -80,12 +100,31 @@ impl Blocking {
             return;
         }
         for k in written {
-            if let Some((end, _)) = keys::split(k) {
+            // What can end a wait: the key itself, or a stream's entry
+            // (not a consumer group's bookkeeping, which a served
+            // XREADGROUP writes: waking the others for it would loop).
+            let Some((end, part)) = keys::split(k) else {
+                continue;
+            };
+            let wakes = match part {
+                keys::Part::Meta => true,
+                keys::Part::Sub(_, rest) => rest.first() == Some(&keys::ENTRY),
+            };
+            if wakes {
                 let o = &k[..end];
                 if self.by_owner.contains_key(o) && !self.ready_set.contains(o) {
                     self.ready_set.insert(o.to_vec());
                     self.ready.push(o.to_vec());
                 }
+            }
+        }
+    }
+
+    /// Every waited-on key is ready (FLUSHALL: each waiter looks again).
+    pub fn ready_all(&mut self) {
+        for o in self.by_owner.keys() {
+            if self.ready_set.insert(o.clone()) {
+                self.ready.push(o.clone());
             }
         }
     }
@@ -137,6 +176,11 @@ impl Blocking {
             .collect()
     }
 
+    /// Keys someone waits on, and of those, keys an XREADGROUP waits on.
+    pub fn keys(&self) -> (usize, usize) {
+        (self.by_owner.len(), self.on_nokey.len())
+    }
+
     /// When the next waiter's time is up.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.deadlines.first().map(|&(d, _)| d)
@@ -154,14 +198,16 @@ mod tests {
         let mut b = Blocking::default();
         let (a, c) = (owner(b"a"), owner(b"c"));
         let soon = Instant::now() + Duration::from_millis(10);
-        b.block(7, 70, &[a.clone(), c.clone()], Some(soon));
-        b.block(3, 30, std::slice::from_ref(&a), None);
+        b.block(7, 70, &[a.clone(), c.clone()], Some(soon), false);
+        b.block(3, 30, std::slice::from_ref(&a), None, true);
+        assert_eq!(b.keys(), (2, 1));
         assert_eq!(b.waiters(&a), [7, 3]);
         b.touch([keys::meta(b"b").as_slice()].into_iter());
         assert!(!b.has_ready());
         b.touch(
             [
-                keys::element(b"c", 1, keys::ITEM, b"x").as_slice(),
+                keys::element(b"c", 1, keys::ENTRY, b"x").as_slice(),
+                keys::element(b"a", 1, keys::PENDING, b"x").as_slice(),
                 keys::meta(b"a").as_slice(),
                 keys::meta(b"c").as_slice(),
             ]
@@ -171,7 +217,7 @@ mod tests {
         assert!(!b.has_ready());
         assert!(b.due(Instant::now()).is_empty());
         assert_eq!(b.due(soon), [7]);
-        b.unblock(7, 70, &[a.clone(), c.clone()], Some(soon));
+        b.unblock(7, 70, &[a.clone(), c.clone()], Some(soon), false);
         assert_eq!(b.waiters(&a), [3]);
         assert!(!b.end_wait(70, false));
         assert!(b.end_wait(30, true));
