@@ -20,7 +20,10 @@ mod lcs;
 mod lists;
 mod sets;
 mod sort;
+mod stream_claims;
+mod stream_entry;
 mod stream_groups;
+mod stream_info;
 mod streams;
 mod strings;
 #[cfg(test)]
