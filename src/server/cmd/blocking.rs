@@ -234,7 +234,11 @@ impl<'a> Conn<'a> {
                 _ => None,
             },
         };
-        if r.is_some() {
+        if let Some(reply) = &r {
+            // A blocked command counts once, when it is answered.
+            self.shared
+                .metrics
+                .command(name, Duration::ZERO, reply.is_error());
             self.unblock();
         }
         r
@@ -243,6 +247,7 @@ impl<'a> Conn<'a> {
     /// The reply of a blocked connection whose time is up.
     pub fn time_out_blocked(&mut self) -> Option<Reply> {
         let name = self.blocked.as_ref()?.spec.name;
+        self.shared.metrics.command(name, Duration::ZERO, false);
         self.unblock();
         Some(timed_out(name))
     }

@@ -215,6 +215,9 @@ impl<'a> Conn<'a> {
 
     fn hincrbyfloat(&mut self, key: &[u8], field: &[u8], by: &[u8]) -> Res<Reply> {
         let by = float(by).ok_or_else(not_float)?;
+        if !by.is_finite() {
+            return Err(Reply::err("value is NaN or Infinity"));
+        }
         let now = match self.hash(key)? {
             Some(m) => match self.field(key, &m, field)? {
                 Some(v) => float(&v).ok_or_else(|| Reply::err("hash value is not a float"))?,

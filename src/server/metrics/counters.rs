@@ -78,6 +78,12 @@ impl Histogram {
     pub(super) fn counts(&self) -> Vec<u64> {
         self.buckets.iter().map(|b| b.load(Relaxed)).collect()
     }
+
+    fn reset(&self) {
+        for b in self.buckets.iter() {
+            b.store(0, Relaxed);
+        }
+    }
 }
 
 /// The value below which a fraction `q` of what `counts` holds lies, in
@@ -484,9 +490,17 @@ impl ServerMetrics {
         self.expired_keys.fetch_add(1, Relaxed);
     }
 
-    /// CONFIG RESETSTAT.
+    /// CONFIG RESETSTAT: expired keys, and every command's calls, errors
+    /// and latencies (INFO commandstats and latencystats; Prometheus
+    /// sees a counter reset).
     pub fn reset_expired(&self) {
         self.expired_keys.store(0, Relaxed);
+        for c in self.commands.iter() {
+            c.calls.store(0, Relaxed);
+            c.errors.store(0, Relaxed);
+            c.ns.store(0, Relaxed);
+            c.latency.reset();
+        }
     }
 
     pub fn expired_keys(&self) -> u64 {

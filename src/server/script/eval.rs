@@ -265,6 +265,14 @@ impl<'a> Conn<'a> {
         if NOT_IN_SCRIPTS.contains(&spec.name) {
             return fail("ERR This Redis command is not allowed from script");
         }
+        if matches!(spec.name, "xread" | "xreadgroup")
+            && args.iter().any(|a| a.eq_ignore_ascii_case(b"block"))
+        {
+            return fail(&format!(
+                "ERR {} command is not allowed with BLOCK option from scripts",
+                spec.name
+            ));
+        }
         if read_only && spec.flags.contains(&"write") {
             return fail("ERR Write commands are not allowed from read-only scripts.");
         }

@@ -1,5 +1,5 @@
 //! Lua scripting, Redis's dialect: Lua 5.1 (mlua, vendored) with Redis's
-//! libraries (`redis`, `bit`, `cjson`), sandboxed as Redis sandboxes it
+//! libraries (`redis`, `bit`, `cjson`, `cmsgpack`), sandboxed as Redis sandboxes it
 //! (no `io`, `os` but `os.clock`, no `loadfile`, `dofile` or `print`;
 //! globals and libraries read-only: `prelude.lua`). One Lua state per
 //! shard, made on the first script; scripts are cached by their SHA1.
@@ -13,6 +13,7 @@ mod convert;
 mod eval;
 mod function;
 mod json;
+mod msgpack;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -61,6 +62,7 @@ impl Vm {
         g.set("redis", redis_library(&lua, &resp)?)?;
         g.set("bit", bit::library(&lua)?)?;
         g.set("cjson", json::library(&lua)?)?;
+        g.set("cmsgpack", msgpack::library(&lua)?)?;
         let (lib, run, library_env, activate): (Table, Function, Function, Function) =
             lua.load(PRELUDE).set_name("@prelude").call(())?;
         Ok(Vm {
