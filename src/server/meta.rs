@@ -396,7 +396,11 @@ mod tests {
         for m in all {
             let raw = m.encode();
             assert_eq!(Meta::version_of(&raw), Some(m.version));
-            assert!(raw.len() <= MAX_HEADER + m.value().map_or(16, <[u8]>::len));
+            let body = match m.kind {
+                Type::Stream => 8 * STREAM_WORDS,
+                _ => 16,
+            };
+            assert!(raw.len() <= MAX_HEADER + m.value().map_or(body, <[u8]>::len));
             assert_eq!(Meta::decode(raw), Some(m));
         }
         assert_eq!(Meta::decode(vec![]), None);
