@@ -5,7 +5,7 @@
 use super::resp::Reply;
 
 /// `<NAME> <subcommand> ...` and `lines`, as Redis's HELP replies.
-fn help(name: &str, lines: &[&str]) -> Reply {
+pub fn help(name: &str, lines: &[&str]) -> Reply {
     let mut out = vec![Reply::bulk(format!(
         "{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
     ))];

@@ -182,27 +182,22 @@ impl<'a> Conn<'a> {
                 )
             }
             (b"numpat", 1) => Reply::Int(p.numpat() as i64),
-            (b"help", 1) => Reply::Array(
-                [
-                    "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                    "CHANNELS [<pattern>]",
-                    "    Return the currently active channels matching a <pattern> (default: '*').",
-                    "NUMPAT",
-                    "    Return number of subscriptions to patterns.",
-                    "NUMSUB [<channel> ...]",
-                    "    Return the number of subscribers for the specified channels, excluding",
-                    "    pattern subscriptions(default: no channels).",
-                    "SHARDCHANNELS [<pattern>]",
-                    "    Return the currently active shard level channels matching a <pattern> (default: '*').",
-                    "SHARDNUMSUB [<shardchannel> ...]",
-                    "    Return the number of subscribers for the specified shard level channel(s)",
-                    "HELP",
-                    "    Print this help.",
-                ]
-                .into_iter()
-                .map(Reply::bulk)
-                .collect(),
-            ),
+            (b"help", 1) => crate::server::help::help(
+"PUBSUB",
+&[
+"CHANNELS [<pattern>]",
+"    Return the currently active channels matching a <pattern> (default: '*').",
+"NUMPAT",
+"    Return number of subscriptions to patterns.",
+"NUMSUB [<channel> ...]",
+"    Return the number of subscribers for the specified channels, excluding",
+"    pattern subscriptions(default: no channels).",
+"SHARDCHANNELS [<pattern>]",
+"    Return the currently active shard level channels matching a <pattern> (default: '*').",
+"SHARDNUMSUB [<shardchannel> ...]",
+"    Return the number of subscribers for the specified shard level channel(s)",
+],
+),
             _ => Reply::err(format!(
                 "unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
                 super::command::show(&args[0])

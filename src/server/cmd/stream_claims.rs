@@ -7,7 +7,37 @@ use super::{integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::resp::Reply;
 
+/// A claimed entry as XCLAIM and XAUTOCLAIM reply it.
+fn claimed_reply(id: crate::server::meta::Id, e: super::streams::Entry, justid: bool) -> Reply {
+    if justid {
+        Reply::bulk(format_id(id))
+    } else {
+        entries_reply(vec![e]).into_first()
+    }
+}
+
 impl<'a> Conn<'a> {
+    /// Writes a claim's `writes` with the claiming consumer seen now (and
+    /// active, if it claimed anything).
+    fn claimed_by(
+        &mut self,
+        key: &[u8],
+        m: &crate::server::meta::Meta,
+        group: &[u8],
+        consumer: &[u8],
+        claimed: bool,
+        mut writes: Writes,
+    ) -> Res<()> {
+        let now = self.now();
+        let active = self
+            .consumer(key, m, group, consumer)?
+            .map_or(0, |(_, a)| a);
+        let active = if claimed { now } else { active };
+        self.put_consumer(key, m, group, consumer, (now, active), &mut writes);
+        self.write(writes);
+        Ok(())
+    }
+
     pub(super) fn xpending(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let (key, group) = (&args[1], &args[2]);
         let mut rest = &args[3..];
@@ -190,24 +220,9 @@ impl<'a> Conn<'a> {
                 consumer: consumer.clone(),
             };
             writes.push((pk, Some(encode_pending(&claimed))));
-            out.push(if justid {
-                Reply::bulk(format_id(id))
-            } else {
-                entries_reply(vec![e]).into_first()
-            });
+            out.push(claimed_reply(id, e, justid));
         }
-        let seen = self
-            .consumer(key, &m, group, consumer)?
-            .map_or(0, |(_, a)| a);
-        self.put_consumer(
-            key,
-            &m,
-            group,
-            consumer,
-            (now, if out.is_empty() { seen } else { now }),
-            &mut writes,
-        );
-        self.write(writes);
+        self.claimed_by(key, &m, group, consumer, !out.is_empty(), writes)?;
         Ok(Reply::Array(out))
     }
 
@@ -265,24 +280,9 @@ impl<'a> Conn<'a> {
                 consumer: consumer.clone(),
             };
             writes.push((pk, Some(encode_pending(&claimed))));
-            out.push(if justid {
-                Reply::bulk(format_id(p.id))
-            } else {
-                entries_reply(vec![e]).into_first()
-            });
+            out.push(claimed_reply(p.id, e, justid));
         }
-        let active = self
-            .consumer(key, &m, group, consumer)?
-            .map_or(0, |(_, a)| a);
-        self.put_consumer(
-            key,
-            &m,
-            group,
-            consumer,
-            (now, if out.is_empty() { active } else { now }),
-            &mut writes,
-        );
-        self.write(writes);
+        self.claimed_by(key, &m, group, consumer, !out.is_empty(), writes)?;
         Ok(Reply::Array(vec![
             Reply::bulk(format_id(next)),
             Reply::Array(out),

@@ -244,19 +244,15 @@ impl<'a> Conn<'a> {
             ));
         }
         if sub == b"help" {
-            return Ok(Reply::Array(
-                [
-                    "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            return Ok(crate::server::help::help(
+                "XGROUP",
+                &[
                     "CREATE <key> <groupname> <id|$> [option]",
                     "CREATECONSUMER <key> <groupname> <consumer>",
                     "DELCONSUMER <key> <groupname> <consumer>",
                     "DESTROY <key> <groupname>",
                     "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
-                    "HELP",
-                ]
-                .into_iter()
-                .map(Reply::bulk)
-                .collect(),
+                ],
             ));
         }
         let wrong = || {

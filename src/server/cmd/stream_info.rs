@@ -78,17 +78,13 @@ impl<'a> Conn<'a> {
             (b"help", n) if n > 2 => Err(Reply::err(
                 "wrong number of arguments for 'xinfo|help' command",
             )),
-            (b"help", 2) => Ok(Reply::Array(
-                [
-                    "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            (b"help", 2) => Ok(crate::server::help::help(
+                "XINFO",
+                &[
                     "CONSUMERS <key> <groupname>",
                     "GROUPS <key>",
                     "STREAM <key> [FULL [COUNT <count>]]",
-                    "HELP",
-                ]
-                .into_iter()
-                .map(Reply::bulk)
-                .collect(),
+                ],
             )),
             _ => Err(Reply::err(format!(
                 "unknown subcommand or wrong number of arguments for '{}'. Try XINFO HELP.",

@@ -325,24 +325,19 @@ impl<'a> Conn<'a> {
             // shard, SCRIPT KILL included: none is ever running when it
             // arrives.
             (b"kill", 1) => Reply::Error("NOTBUSY No scripts in execution right now.".into()),
-            (b"help", 1) => Reply::Array(
-                [
-                    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                    "EXISTS <sha1> [<sha1> ...]",
-                    "    Return information about the existence of the scripts in the script cache.",
-                    "FLUSH [ASYNC|SYNC]",
-                    "    Flush the Lua scripts cache.",
-                    "KILL",
-                    "    Kill the currently executing Lua script.",
-                    "LOAD <script>",
-                    "    Load a script into the scripts cache without executing it.",
-                    "HELP",
-                    "    Print this help.",
-                ]
-                .into_iter()
-                .map(Reply::bulk)
-                .collect(),
-            ),
+            (b"help", 1) => crate::server::help::help(
+"SCRIPT",
+&[
+"EXISTS <sha1> [<sha1> ...]",
+"    Return information about the existence of the scripts in the script cache.",
+"FLUSH [ASYNC|SYNC]",
+"    Flush the Lua scripts cache.",
+"KILL",
+"    Kill the currently executing Lua script.",
+"LOAD <script>",
+"    Load a script into the scripts cache without executing it.",
+],
+),
             _ => Reply::err(format!(
                 "unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
                 crate::server::command::show(&args[0])

@@ -172,6 +172,19 @@ fn decode(lua: &Lua, v: serde_json::Value, depth: usize, max: usize) -> Result<V
     })
 }
 
+/// A setting's function: given a value, sets it; returns it.
+fn knob<T>(lua: &Lua, cell: Rc<Cell<T>>) -> Result<mlua::Function>
+where
+    T: Copy + mlua::FromLua + mlua::IntoLua + 'static,
+{
+    lua.create_function(move |_, v: Option<T>| {
+        if let Some(v) = v {
+            cell.set(v);
+        }
+        Ok(cell.get())
+    })
+}
+
 /// The `cjson` table.
 pub fn library(lua: &Lua) -> Result<Table> {
     let s = Settings {
@@ -199,35 +212,11 @@ pub fn library(lua: &Lua) -> Result<Table> {
         })?,
     )?;
     t.set("null", Value::NULL)?;
-    let d = s.encode_depth.clone();
-    t.set(
-        "encode_max_depth",
-        lua.create_function(move |_, n: Option<usize>| {
-            if let Some(n) = n {
-                d.set(n);
-            }
-            Ok(d.get())
-        })?,
-    )?;
-    let d = s.decode_depth.clone();
-    t.set(
-        "decode_max_depth",
-        lua.create_function(move |_, n: Option<usize>| {
-            if let Some(n) = n {
-                d.set(n);
-            }
-            Ok(d.get())
-        })?,
-    )?;
-    let inv = s.invalid_numbers.clone();
+    t.set("encode_max_depth", knob(lua, s.encode_depth.clone())?)?;
+    t.set("decode_max_depth", knob(lua, s.decode_depth.clone())?)?;
     t.set(
         "encode_invalid_numbers",
-        lua.create_function(move |_, on: Option<bool>| {
-            if let Some(on) = on {
-                inv.set(on);
-            }
-            Ok(inv.get())
-        })?,
+        knob(lua, s.invalid_numbers.clone())?,
     )?;
     t.set(
         "encode_keep_buffer",
