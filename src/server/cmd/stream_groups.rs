@@ -11,7 +11,9 @@
 //! pending     'p' len:2 group id:16          -> time:8 count:8 consumer
 //! ```
 
-use super::streams::{format_id, id_bytes, id_of, next_id, parse_id, read_options, Entry};
+use super::streams::{
+    format_id, id_bytes, id_of, next_id, parse_id, read_options, streams_reply, Entry,
+};
 use super::{integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, CONSUMER, GROUP, PENDING};
@@ -473,17 +475,7 @@ impl<'a> Conn<'a> {
             );
             out.push((Reply::Bulk(key.clone()), reply));
         }
-        Ok(if out.is_empty() && !any_new {
-            None
-        } else if self.proto >= 3 {
-            Some(Reply::Map(out))
-        } else {
-            Some(Reply::Array(
-                out.into_iter()
-                    .map(|(k, v)| Reply::Array(vec![k, v]))
-                    .collect(),
-            ))
-        })
+        Ok((!out.is_empty() || any_new).then(|| streams_reply(out, self.proto)))
     }
 
     fn xack(&mut self, args: &[Vec<u8>]) -> Res<Reply> {

@@ -587,17 +587,7 @@ impl<'a> Conn<'a> {
                 out.push((Reply::Bulk(key.clone()), entries_reply(es)));
             }
         }
-        Ok(if out.is_empty() {
-            None
-        } else if self.proto >= 3 {
-            Some(Reply::Map(out))
-        } else {
-            Some(Reply::Array(
-                out.into_iter()
-                    .map(|(k, v)| Reply::Array(vec![k, v]))
-                    .collect(),
-            ))
-        })
+        Ok((!out.is_empty()).then(|| streams_reply(out, self.proto)))
     }
 
     /// XREAD's `$` IDs as the streams' last IDs now, so that a blocked
@@ -680,6 +670,20 @@ impl<'a> Conn<'a> {
             }
         }
         Ok(Reply::Map(out))
+    }
+}
+
+/// XREAD's and XREADGROUP's reply: each stream with its entries, as a
+/// map in RESP3 and an array of pairs in RESP2.
+pub fn streams_reply(out: Vec<(Reply, Reply)>, proto: u8) -> Reply {
+    if proto >= 3 {
+        Reply::Map(out)
+    } else {
+        Reply::Array(
+            out.into_iter()
+                .map(|(k, v)| Reply::Array(vec![k, v]))
+                .collect(),
+        )
     }
 }
 

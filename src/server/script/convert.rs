@@ -40,6 +40,23 @@ pub fn lua_number(n: f64) -> String {
     }
 }
 
+/// `n` when the keys of table `t` are exactly 1..n (n may be 0): how
+/// cjson and cmsgpack tell an array from a map.
+pub fn array_len(t: &Table) -> Result<Option<usize>> {
+    let (mut count, mut max) = (0usize, 0usize);
+    for pair in t.pairs::<Value, Value>() {
+        let (k, _) = pair?;
+        let i = match k {
+            Value::Integer(i) if i > 0 => i as usize,
+            Value::Number(f) if f > 0.0 && f.fract() == 0.0 => f as usize,
+            _ => return Ok(None),
+        };
+        count += 1;
+        max = max.max(i);
+    }
+    Ok((max == count).then_some(count))
+}
+
 /// The argument of a `redis.call`: a string, or a number as Lua prints
 /// it; `None` for anything else.
 pub fn argument(v: &Value) -> Option<Vec<u8>> {

@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use mlua::{Lua, Result, Table, Value};
 
-use super::convert::lua_number;
+use super::convert::{array_len, lua_number};
 
 /// What the settings functions change, per Lua state.
 #[derive(Clone)]
@@ -62,23 +62,6 @@ fn number(out: &mut String, n: f64, s: &Settings) -> Result<()> {
     Ok(())
 }
 
-/// The array length of `t` if its keys are exactly 1..n (n > 0).
-fn array_len(t: &Table) -> Result<Option<usize>> {
-    let mut n = 0usize;
-    let mut max = 0usize;
-    for pair in t.pairs::<Value, Value>() {
-        let (k, _) = pair?;
-        let i = match k {
-            Value::Integer(i) if i > 0 => i as usize,
-            Value::Number(f) if f > 0.0 && f.fract() == 0.0 => f as usize,
-            _ => return Ok(None),
-        };
-        n += 1;
-        max = max.max(i);
-    }
-    Ok((n > 0 && max == n).then_some(n))
-}
-
 fn encode(out: &mut String, v: &Value, depth: usize, s: &Settings) -> Result<()> {
     match v {
         Value::Nil => out.push_str("null"),
@@ -94,7 +77,7 @@ fn encode(out: &mut String, v: &Value, depth: usize, s: &Settings) -> Result<()>
                     depth + 1
                 )));
             }
-            if let Some(n) = array_len(t)? {
+            if let Some(n) = array_len(t)?.filter(|&n| n > 0) {
                 out.push('[');
                 for i in 1..=n {
                     if i > 1 {

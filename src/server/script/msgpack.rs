@@ -7,6 +7,8 @@
 
 use mlua::{Lua, MultiValue, Result, Table, Value, Variadic};
 
+use super::convert::array_len;
+
 const MAX_NESTING: usize = 16;
 
 fn err(msg: &str) -> mlua::Error {
@@ -82,22 +84,6 @@ fn bytes(out: &mut Vec<u8>, b: &[u8]) {
         length(out, n, 0, 0, 0xda, 0xdb);
     }
     out.extend_from_slice(b);
-}
-
-/// The array length of `t` when its keys are 1..n (or it has none).
-fn array_len(t: &Table) -> Result<Option<usize>> {
-    let (mut count, mut max) = (0usize, 0usize);
-    for pair in t.pairs::<Value, Value>() {
-        let (k, _) = pair?;
-        let i = match k {
-            Value::Integer(i) if i > 0 => i as usize,
-            Value::Number(f) if f > 0.0 && f.fract() == 0.0 => f as usize,
-            _ => return Ok(None),
-        };
-        count += 1;
-        max = max.max(i);
-    }
-    Ok((max == count).then_some(count))
 }
 
 fn encode(out: &mut Vec<u8>, v: &Value, level: usize) -> Result<()> {
