@@ -27,6 +27,9 @@ const RB: &[&str] = &["readonly", "blocking"];
 const R: &[&str] = &["readonly", "fast"];
 const RS: &[&str] = &["readonly"];
 const A: &[&str] = &["fast"];
+/// Connection and server commands a script may not run.
+const ANS: &[&str] = &["fast", "noscript"];
+const ADMINNS: &[&str] = &["admin", "noscript"];
 const ADMIN: &[&str] = &["admin"];
 const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
@@ -64,12 +67,12 @@ const fn spec(
 pub static COMMANDS: &[Spec] = &[
     spec("ping", -1, A, NO, "connection", "Returns PONG, or the argument."),
     spec("echo", 2, A, NO, "connection", "Returns the argument."),
-    spec("hello", -1, A, NO, "connection", "Handshake: protocol version, AUTH, SETNAME."),
-    spec("auth", -2, A, NO, "connection", "Authenticates the connection."),
+    spec("hello", -1, ANS, NO, "connection", "Handshake: protocol version, AUTH, SETNAME."),
+    spec("auth", -2, ANS, NO, "connection", "Authenticates the connection."),
     spec("select", 2, A, NO, "connection", "Selects database 0, the only one."),
-    spec("quit", -1, A, NO, "connection", "Closes the connection."),
-    spec("client", -2, A, NO, "connection", "SETNAME, GETNAME, ID, LIST, INFO, SETINFO."),
-    spec("stria.durability", -1, A, NO, "connection", "Sets this connection's durability: none, async, write or sync."),
+    spec("quit", -1, ANS, NO, "connection", "Closes the connection."),
+    spec("client", -2, ANS, NO, "connection", "SETNAME, GETNAME, ID, LIST, INFO, SETINFO, REPLY, UNBLOCK, HELP."),
+    spec("stria.durability", -1, ANS, NO, "connection", "Sets this connection's durability: none, async, write or sync."),
     // Strings.
     spec("get", 2, R, K1, "string", "Returns a string value."),
     spec("set", -3, WD, K1, "string", "Sets a string value (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL)."),
@@ -255,14 +258,14 @@ pub static COMMANDS: &[Spec] = &[
     spec("evalsha_ro", -3, SCRIPTING, NO, "scripting", "Runs a cached Lua script that does not write."),
     spec("script", -2, SCRIPTING, NO, "scripting", "LOAD, EXISTS, FLUSH, KILL: the script cache."),
     spec("wait", 3, &[], NO, "generic", "Waits for replicas: Stria has none, so 0 at once."),
-    spec("waitaof", 4, &[], NO, "generic", "Waits until this connection's writes are durable (sync)."),
-    spec("shutdown", -1, ADMIN, NO, "server", "Stops the server cleanly."),
-    spec("save", 1, ADMIN, NO, "server", "Returns once every write applied before it is durable."),
-    spec("bgsave", -1, ADMIN, NO, "server", "Makes every write applied durable, replying at once."),
+    spec("waitaof", 4, &["noscript"], NO, "generic", "Waits until this connection's writes are durable (sync)."),
+    spec("shutdown", -1, ADMINNS, NO, "server", "Stops the server cleanly."),
+    spec("save", 1, ADMINNS, NO, "server", "Returns once every write applied before it is durable."),
+    spec("bgsave", -1, ADMINNS, NO, "server", "Makes every write applied durable, replying at once."),
     spec("slowlog", -2, ADMIN, NO, "server", "GET, LEN, RESET, HELP: Stria keeps no slow log (INFO latencystats)."),
     spec("module", -2, ADMIN, NO, "server", "LIST, HELP: Stria loads no modules."),
     spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
-    spec("reset", 1, A, NO, "connection", "Resets the connection: RESP2, default durability, no name, no transaction."),
+    spec("reset", 1, ANS, NO, "connection", "Resets the connection: RESP2, default durability, no name, no transaction."),
     // Pub/sub.
     spec("subscribe", -2, PS, NO, "pubsub", "Listens for messages published to channels."),
     spec("unsubscribe", -1, PS, NO, "pubsub", "Stops listening to channels (all, without arguments)."),

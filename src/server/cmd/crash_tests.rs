@@ -10,21 +10,19 @@
 //!
 //! 100 seeds of each crash; `STRIA_SEED=n` replays one.
 
-use std::rc::Rc;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::tests::{options, run_command};
+use super::tests::{conn_on, run_command, shared_on};
 use crate::device::sim::SimDevice;
 use crate::engine::EngineDevices;
-use crate::server::conn::Conn;
 use crate::server::metrics::testing;
 use crate::server::resp::Reply;
 use crate::server::shard::crash_tests::{crashed, each_seed, Crash};
-use crate::server::shard::{Deps, Shard};
-use crate::server::{Client, Shared};
+use crate::server::shard::Deps;
+use crate::server::Shared;
 use crate::wal::Notify;
 
 /// What a sent reply acknowledged.
@@ -73,14 +71,8 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
     let mut longs = 0;
     let devs2: EngineDevices<SimDevice>;
     {
-        let shared = Shared::new(
-            testing::open_any(&devs),
-            options(),
-            ([127, 0, 0, 1], 0).into(),
-        )
-        .map_err(|e| e.to_string())?;
-        let shard = Rc::new(Shard::new(&shared.engine));
-        let mut conn = Conn::new(&shared, Arc::new(Client::detached(1)), shard.clone());
+        let shared = shared_on(&devs)?;
+        let (shard, mut conn) = conn_on(&shared, 1);
         let mut waiting: Vec<(Op, Deps<'_>)> = Vec::new();
         for _ in 0..rng.random_range(1..600) {
             let (args, op) = match rng.random_range(0..5) {
@@ -148,14 +140,8 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
     }
     // Short expiries have all passed.
     std::thread::sleep(std::time::Duration::from_millis(3));
-    let shared = Shared::new(
-        testing::open_any(&devs2),
-        options(),
-        ([127, 0, 0, 1], 0).into(),
-    )
-    .map_err(|e| format!("{crash:?} seed {seed}: reopening: {e}"))?;
-    let shard = Rc::new(Shard::new(&shared.engine));
-    let mut conn = Conn::new(&shared, Arc::new(Client::detached(2)), shard);
+    let shared = shared_on(&devs2).map_err(|e| format!("{crash:?} seed {seed}: reopening: {e}"))?;
+    let (_, mut conn) = conn_on(&shared, 2);
     let mut q = |args: &[&str]| {
         run_command(
             &mut conn,

@@ -82,6 +82,9 @@ fn parse_trim(args: &[Vec<u8>], i: &mut usize) -> Res<TrimSpec> {
     })
 }
 
+/// An entry with the node it is in.
+type Noded = (Id, u64, Vec<Vec<u8>>);
+
 impl<'a> Conn<'a> {
     pub(super) fn streams(&mut self, name: &str, args: &[Vec<u8>]) -> Option<Res<Reply>> {
         Some(match name {
@@ -114,15 +117,16 @@ impl<'a> Conn<'a> {
         keys::element(key, m.version, ENTRY, &id_bytes(id))
     }
 
-    /// Entries with IDs in `from..=to`, in order, up to `limit`.
-    pub(super) fn entries(
+    /// Entries with IDs in `from..=to`, in order, up to `limit`: each
+    /// ID with its node and its fields and values.
+    fn entry_range(
         &mut self,
         key: &[u8],
         m: &Meta,
         from: Id,
         to: Id,
         limit: usize,
-    ) -> Res<Vec<Entry>> {
+    ) -> Res<Vec<Noded>> {
         let mut out = Vec::new();
         if from > to {
             return Ok(out);
@@ -139,9 +143,9 @@ impl<'a> Conn<'a> {
             let n = got.len();
             for (k, v) in got {
                 let id = id_of(&k[prefix..]).ok_or_else(|| corrupt(key))?;
-                let (_, fields) = decode_entry(&v).ok_or_else(|| corrupt(key))?;
+                let (node, fields) = decode_entry(&v).ok_or_else(|| corrupt(key))?;
                 at = k;
-                out.push((id, fields));
+                out.push((id, node, fields));
             }
             at.push(0);
             if n < want {
@@ -149,6 +153,19 @@ impl<'a> Conn<'a> {
             }
         }
         Ok(out)
+    }
+
+    /// Entries with IDs in `from..=to`, in order, up to `limit`.
+    pub(super) fn entries(
+        &mut self,
+        key: &[u8],
+        m: &Meta,
+        from: Id,
+        to: Id,
+        limit: usize,
+    ) -> Res<Vec<Entry>> {
+        let found = self.entry_range(key, m, from, to, limit)?;
+        Ok(found.into_iter().map(|(id, _, f)| (id, f)).collect())
     }
 
     /// The last `limit` entries in `from..=to`, newest first.
@@ -383,30 +400,9 @@ impl<'a> Conn<'a> {
         to: Option<Id>,
         limit: usize,
     ) -> Res<Vec<(Id, u64)>> {
-        let start = Self::entry_key(key, m, (0, 0));
-        let end = match to.and_then(next_id) {
-            Some(n) => Self::entry_key(key, m, n),
-            None => keys::sub_end(key, m.version, ENTRY),
-        };
-        let prefix = keys::sub(key, m.version, ENTRY, 0).len();
-        let mut out = Vec::new();
-        let mut at = start;
-        while out.len() < limit {
-            let want = (limit - out.len()).min(CHUNK);
-            let got = self.scan_raw(&at, Some(&end), want)?;
-            let n = got.len();
-            for (k, v) in got {
-                let id = id_of(&k[prefix..]).ok_or_else(|| corrupt(key))?;
-                let (node, _) = decode_entry(&v).ok_or_else(|| corrupt(key))?;
-                out.push((id, node));
-                at = k;
-            }
-            at.push(0);
-            if n < want {
-                break;
-            }
-        }
-        Ok(out)
+        let to = to.unwrap_or((u64::MAX, u64::MAX));
+        let found = self.entry_range(key, m, (0, 0), to, limit)?;
+        Ok(found.into_iter().map(|(id, node, _)| (id, node)).collect())
     }
 
     /// The first entry not deleted by `writes`.

@@ -4,6 +4,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::config::Durability;
+use crate::device::sim::SimDevice;
+use crate::engine::EngineDevices;
 use crate::server::conn::{Conn, Outcome};
 use crate::server::keys;
 use crate::server::metrics::testing;
@@ -28,6 +30,24 @@ pub fn options() -> ServerOptions {
     }
 }
 
+/// A server's shared state on simulated devices `devs`, as a test
+/// opens it.
+pub fn shared_on(devs: &EngineDevices<SimDevice>) -> Result<Shared, String> {
+    Shared::new(
+        testing::open_any(devs),
+        options(),
+        ([127, 0, 0, 1], 0).into(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// A shard of `shared` and a connection (client `id`) on it.
+pub fn conn_on(shared: &Shared, id: u64) -> (Rc<Shard<'_>>, Conn<'_>) {
+    let shard = Rc::new(Shard::new(&shared.engine));
+    let conn = Conn::new(shared, Arc::new(Client::detached(id)), shard.clone());
+    (shard, conn)
+}
+
 /// Runs one command; its reply and what the reply waits for.
 pub fn run_command<'a>(conn: &mut Conn<'a>, args: &[String]) -> (Reply, Deps<'a>) {
     let args = args.iter().map(|a| a.as_bytes().to_vec()).collect();
@@ -47,14 +67,8 @@ fn words(line: &str) -> Vec<String> {
 #[test]
 fn a_refreshed_expiry_leaves_one_index_entry() {
     let devs = testing::sim_devices(&testing::model(1));
-    let shared = Shared::new(
-        testing::open_any(&devs),
-        options(),
-        ([127, 0, 0, 1], 0).into(),
-    )
-    .unwrap();
-    let shard = Rc::new(Shard::new(&shared.engine));
-    let mut conn = Conn::new(&shared, Arc::new(Client::detached(1)), shard.clone());
+    let shared = shared_on(&devs).unwrap();
+    let (shard, mut conn) = conn_on(&shared, 1);
     for i in 0..20 {
         for cmd in [
             format!("SET k v EX {}", 100 + i),

@@ -10,7 +10,6 @@
 //!
 //! 100 seeds of each crash; `STRIA_SEED=n` replays one.
 
-use std::rc::Rc;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -18,13 +17,12 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::device::sim::SimDevice;
 use crate::engine::EngineDevices;
-use crate::server::cmd::tests::{options, run_command};
-use crate::server::conn::Conn;
+use crate::server::cmd::tests::{conn_on, run_command, shared_on};
 use crate::server::metrics::testing;
 use crate::server::resp::Reply;
 use crate::server::shard::crash_tests::{crashed, each_seed, Crash};
-use crate::server::shard::{Deps, Shard};
-use crate::server::{Client, Shared};
+use crate::server::shard::Deps;
+use crate::server::Shared;
 use crate::wal::Notify;
 
 const ACCOUNTS: usize = 200;
@@ -53,14 +51,8 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
     let mut acked = 0i64;
     let devs2: EngineDevices<SimDevice>;
     {
-        let shared = Shared::new(
-            testing::open_any(&devs),
-            options(),
-            ([127, 0, 0, 1], 0).into(),
-        )
-        .map_err(|e| e.to_string())?;
-        let shard = Rc::new(Shard::new(&shared.engine));
-        let mut conn = Conn::new(&shared, Arc::new(Client::detached(1)), shard.clone());
+        let shared = shared_on(&devs)?;
+        let (shard, mut conn) = conn_on(&shared, 1);
         // The accounts, durable before anything moves.
         let mut mset = words(&["MSET"]);
         for a in 0..ACCOUNTS {
@@ -160,14 +152,8 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
         let Shared { engine, .. } = shared;
         engine.abandon();
     }
-    let shared = Shared::new(
-        testing::open_any(&devs2),
-        options(),
-        ([127, 0, 0, 1], 0).into(),
-    )
-    .map_err(|e| format!("{ctx}: reopening: {e}"))?;
-    let shard = Rc::new(Shard::new(&shared.engine));
-    let mut conn = Conn::new(&shared, Arc::new(Client::detached(2)), shard);
+    let shared = shared_on(&devs2).map_err(|e| format!("{ctx}: reopening: {e}"))?;
+    let (_, mut conn) = conn_on(&shared, 2);
     let mut sum = 0;
     for a in 0..ACCOUNTS {
         match number(run_command(&mut conn, &["GET".to_string(), format!("acct{a}")]).0) {

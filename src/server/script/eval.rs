@@ -24,39 +24,6 @@ use crate::server::conn::{Conn, Outcome};
 use crate::server::resp::Reply;
 use crate::server::table::{position, COMMANDS};
 
-/// Commands a script may not run.
-const NOT_IN_SCRIPTS: &[&str] = &[
-    "eval",
-    "evalsha",
-    "eval_ro",
-    "evalsha_ro",
-    "fcall",
-    "fcall_ro",
-    "script",
-    "function",
-    "multi",
-    "exec",
-    "discard",
-    "watch",
-    "unwatch",
-    "subscribe",
-    "unsubscribe",
-    "psubscribe",
-    "punsubscribe",
-    "ssubscribe",
-    "sunsubscribe",
-    "auth",
-    "hello",
-    "client",
-    "quit",
-    "reset",
-    "shutdown",
-    "save",
-    "bgsave",
-    "waitaof",
-    "stria.durability",
-];
-
 /// What a script is run as.
 pub struct Run<'s> {
     pub f: Function,
@@ -262,7 +229,9 @@ impl<'a> Conn<'a> {
         if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
             return fail("ERR Wrong number of args calling Redis command from script");
         }
-        if NOT_IN_SCRIPTS.contains(&spec.name) {
+        // The command table flags what makes no sense in a script
+        // (MULTI, WATCH, SUBSCRIBE, EVAL, CLIENT, SHUTDOWN, ...).
+        if spec.flags.contains(&"noscript") {
             return fail("ERR This Redis command is not allowed from script");
         }
         if matches!(spec.name, "xread" | "xreadgroup")
