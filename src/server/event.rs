@@ -129,6 +129,9 @@ struct Connection<'a> {
     sent: usize,
     /// The socket may have more to read (readiness is edge-triggered).
     readable: bool,
+    /// The peer's end was reported (or an error): read until a read
+    /// says so, never stop at a short one.
+    hup: bool,
     /// The client is done sending: answer what it sent, then close.
     eof: bool,
     /// Replies wait for the socket to drain.
@@ -211,6 +214,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
                 Token(i) => lp.event(
                     i,
                     ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                    ev.is_read_closed() || ev.is_error(),
                     ev.is_writable() || ev.is_error(),
                 ),
             }
@@ -296,6 +300,7 @@ impl<'a> Loop<'a> {
                 input: Input::new(&shared.buffered),
                 sent: 0,
                 readable: true,
+                hup: false,
                 eof: false,
                 blocked: false,
                 closing: false,
@@ -317,12 +322,15 @@ impl<'a> Loop<'a> {
     }
 
     /// Readiness of connection `i`.
-    fn event(&mut self, i: usize, readable: bool, writable: bool) {
+    fn event(&mut self, i: usize, readable: bool, hup: bool, writable: bool) {
         let Some(c) = self.conns.get_mut(i).and_then(|c| c.as_mut()) else {
             return;
         };
         if readable {
             c.readable = true;
+        }
+        if hup {
+            c.hup = true;
         }
         if writable && c.blocked {
             flush(self.shared, c);
@@ -535,6 +543,7 @@ fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
                 return false;
             }
         };
+        let space_len = space.len();
         match c.stream.read(space) {
             Ok(0) => {
                 c.readable = false;
@@ -542,6 +551,15 @@ fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
             }
             Ok(n) => {
                 reads += 1;
+                // A read that did not fill its space emptied the socket:
+                // readiness is edge-triggered, so data arriving after it
+                // is reported anew, and a second read would only find
+                // nothing (a system call per request saved). Not once the
+                // peer's end is reported: that edge came with the data,
+                // and only a read to the end finds it.
+                if n < space_len && !c.hup {
+                    c.readable = false;
+                }
                 c.input.filled(n);
                 shared.metrics.bytes_in(n as u64);
             }
