@@ -15,7 +15,7 @@ use stria::bench::process::Serve;
 use stria::bench::random_write::{self, RandomWriteOptions, Target};
 use stria::bench::redis_compare::{self, CompareOptions};
 use stria::bench::walpe::{self, WalPeOptions};
-use stria::config::{Config, Durability, IdlePolicy};
+use stria::config::{Config, Durability, IdlePolicy, Origin, CONFIG_ENV, INSTALLED_PATH};
 
 /// Writers allocate keys and values that the WAL reactor frees on its own
 /// core; glibc's allocator serialises such cross-thread frees on an arena
@@ -24,8 +24,10 @@ use stria::config::{Config, Durability, IdlePolicy};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Stria: a write-path storage appliance. Every command takes the device map
-/// with --config; without it, the embedded default (conf/local.yaml:
-/// file-backed io_uring devices under ./data) is used.
+/// with --config. Without it, serve, format and inspect read the file
+/// STRIA_CONFIG names, else /etc/stria/stria.yaml when it exists; benchmarks
+/// (and those, failing both) use the embedded default (conf/local.yaml:
+/// file-backed io_uring devices under ./data).
 #[derive(Parser, Debug)]
 #[command(name = "stria", version, about, long_about = None)]
 struct Cli {
@@ -45,7 +47,8 @@ enum Command {
     /// Refuses to touch any device that already holds a Stria superblock
     /// unless --force is given; a refusal changes nothing on any device.
     Format {
-        /// The YAML device map (default: the embedded conf/local.yaml).
+        /// The YAML device map (default: $STRIA_CONFIG, else /etc/stria/stria.yaml
+        /// when it exists, else the embedded conf/local.yaml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         /// Overwrite devices that already hold a Stria superblock.
@@ -57,7 +60,8 @@ enum Command {
     ///
     /// Exits with status 1 when any device is not usable as the map says.
     Inspect {
-        /// The YAML device map (default: the embedded conf/local.yaml).
+        /// The YAML device map (default: $STRIA_CONFIG, else /etc/stria/stria.yaml
+        /// when it exists, else the embedded conf/local.yaml).
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -89,7 +93,8 @@ enum Command {
     /// On the first start with file devices (none of the map's files
     /// exist yet) it formats them first, and says so.
     Serve {
-        /// The YAML device map (default: the embedded conf/local.yaml).
+        /// The YAML device map (default: $STRIA_CONFIG, else /etc/stria/stria.yaml
+        /// when it exists, else the embedded conf/local.yaml).
         #[arg(long, short)]
         config: Option<PathBuf>,
         /// Listen here instead of the map's server.listen (port 0: any
@@ -354,6 +359,19 @@ fn parse_idle(s: &str) -> Result<IdlePolicy, String> {
     }
 }
 
+/// The map of an appliance command (see [`Config::locate`]).
+fn locate(flag: Option<&PathBuf>) -> Result<(Config, Origin), String> {
+    let env = std::env::var_os(CONFIG_ENV);
+    Config::locate(
+        flag.map(PathBuf::as_path),
+        env.as_deref(),
+        std::path::Path::new(INSTALLED_PATH),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The map of a benchmark: the one named, else the embedded default, never
+/// the installed appliance's (benchmarks overwrite their devices).
 fn load(path: Option<&PathBuf>) -> Result<Config, String> {
     match path {
         Some(p) => Config::load(p).map_err(|e| e.to_string()),
@@ -390,7 +408,7 @@ fn main() -> ExitCode {
 fn run(command: Command) -> Result<ExitCode, String> {
     match command {
         Command::Format { config, force } => {
-            let cfg = load(config.as_ref())?;
+            let (cfg, _) = locate(config.as_ref())?;
             let report = admin::format(&cfg, force).map_err(|e| e.to_string())?;
             println!(
                 "formatted appliance {} ({:032x}) from {}",
@@ -405,12 +423,16 @@ fn run(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve { config, listen } => {
-            let cfg = load(config.as_ref())?;
+            let (cfg, origin) = locate(config.as_ref())?;
+            println!("config: {} ({origin})", cfg.source);
+            if let Some(dir) = &cfg.data_dir {
+                println!("data-dir: {}", dir.display());
+            }
             stria::server::serve(&cfg, listen)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { config } => {
-            let cfg = load(config.as_ref())?;
+            let (cfg, _) = locate(config.as_ref())?;
             println!("appliance {} from {}", cfg.appliance, cfg.source);
             let reports = admin::inspect(&cfg);
             for r in &reports {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 #[path = "common/run.rs"]
 mod run;
 
-use run::{stria, tempdir, text};
+use run::{stria, stria_env, tempdir, text};
 
 /// A small map of `backend` devices under `dir/data`, written to `dir/NAME.yaml`.
 fn map(dir: &Path, name: &str, appliance: &str, backend: &str) -> PathBuf {
@@ -206,11 +206,63 @@ fn embedded_default_is_used_without_config() {
     let dir = tempdir();
     let out = stria(dir.path(), &["inspect"]);
     let t = text(&out);
-    assert!(
-        t.contains("appliance local from <embedded conf/local.yaml>"),
-        "{t}"
-    );
+    // Where the package is installed, its map comes before the default.
+    let installed = Path::new(stria::config::INSTALLED_PATH);
+    let from = if installed.exists() {
+        "/etc/stria/stria.yaml"
+    } else {
+        "<embedded conf/local.yaml>"
+    };
+    assert!(t.contains(&format!("appliance local from {from}")), "{t}");
     assert!(t.contains("MISSING"), "{t}");
+}
+
+#[test]
+fn stria_config_names_the_map_and_data_dir_places_its_devices() {
+    let dir = tempdir();
+    let d = dir.path();
+    let yaml = std::fs::read_to_string(map(d, "e", "envmap", "psync")).unwrap();
+    std::fs::write(
+        d.join("e.yaml"),
+        format!("data-dir: {}/var\n{yaml}", d.display()),
+    )
+    .unwrap();
+    std::fs::create_dir(d.join("run")).unwrap();
+    let run = d.join("run");
+    let named = d.join("e.yaml");
+    let named = named.to_str().unwrap();
+    let out = stria_env(&run, &["format"], "STRIA_CONFIG", named);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("appliance envmap"), "{}", text(&out));
+    // Relative device paths are under data-dir, not where stria runs.
+    assert!(d.join("var/data/e-wal0.img").exists(), "{}", text(&out));
+    assert!(!run.join("data").exists());
+    // --config comes before STRIA_CONFIG.
+    map(d, "other", "other", "psync");
+    let out = stria_env(
+        &run,
+        &["inspect", "--config", "../other.yaml"],
+        "STRIA_CONFIG",
+        named,
+    );
+    assert!(
+        text(&out).contains("appliance other from ../other.yaml"),
+        "{}",
+        text(&out)
+    );
+    // A STRIA_CONFIG naming no file is an error, not a fallback.
+    let out = stria_env(
+        &run,
+        &["inspect"],
+        "STRIA_CONFIG",
+        "/nonexistent/stria.yaml",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("/nonexistent/stria.yaml"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

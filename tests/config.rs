@@ -1,7 +1,7 @@
 //! Configuration: the shipped maps parse, and every kind of bad input gets its
 //! one-line error naming the file, the line and column, and the field.
 
-use stria::config::{BackendConfig, Config, Durability, IdlePolicy, Role, SpdkConfig};
+use stria::config::{BackendConfig, Config, Durability, IdlePolicy, Origin, Role, SpdkConfig};
 
 const CORES: &[usize] = &[0, 1];
 
@@ -627,4 +627,69 @@ fn bad_flush_settings() {
     let err = parse(&format!("{GOOD}flush: {{ manifest-size: 64MiB }}\n")).unwrap_err();
     assert!(err.contains("devices[2].size"), "{err}");
     assert!(err.contains("the manifest (67108864 bytes)"), "{err}");
+}
+
+#[test]
+fn an_appliance_command_finds_its_map_flag_then_env_then_installed_then_embedded() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let write = |name: &str, appliance: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(
+            &p,
+            GOOD.replace("appliance: test", &format!("appliance: {appliance}")),
+        )
+        .unwrap();
+        p
+    };
+    let (flag, env, installed) = (
+        write("f.yaml", "flag"),
+        write("e.yaml", "env"),
+        write("i.yaml", "inst"),
+    );
+    let none = dir.path().join("absent.yaml");
+    let locate = |f: Option<&std::path::Path>, e: Option<&std::path::Path>, i: &std::path::Path| {
+        let (cfg, origin) = Config::locate(f, e.map(|e| e.as_os_str()), i).unwrap();
+        (cfg.appliance, origin)
+    };
+    assert_eq!(
+        locate(Some(&flag), Some(&env), &installed),
+        ("flag".into(), Origin::Flag)
+    );
+    assert_eq!(
+        locate(None, Some(&env), &installed),
+        ("env".into(), Origin::Env)
+    );
+    assert_eq!(
+        locate(None, None, &installed),
+        ("inst".into(), Origin::Installed)
+    );
+    assert_eq!(
+        locate(None, Some(std::path::Path::new("")), &installed).1,
+        Origin::Installed
+    );
+    assert_eq!(
+        locate(None, None, &none),
+        ("local".into(), Origin::Embedded)
+    );
+    // A map that is named but missing is an error, never a fallback.
+    assert!(Config::locate(None, Some(none.as_os_str()), &installed).is_err());
+}
+
+#[test]
+fn data_dir_places_relative_device_paths() {
+    let cfg = parse(&format!("data-dir: /var/lib/stria\n{GOOD}")).unwrap();
+    assert_eq!(cfg.data_dir, Some("/var/lib/stria".into()));
+    assert_eq!(
+        cfg.devices[0].path(),
+        Some(std::path::Path::new("/var/lib/stria/./data/w0.img"))
+    );
+    let abs = GOOD.replace("./data/w1.img", "/dev/nvme1n1");
+    let cfg = parse(&format!("data-dir: /var/lib/stria\n{abs}")).unwrap();
+    assert_eq!(
+        cfg.devices[1].path(),
+        Some(std::path::Path::new("/dev/nvme1n1"))
+    );
+    assert_eq!(parse(GOOD).unwrap().data_dir, None);
+    let err = error_of("appliance: test", "data-dir: ''\nappliance: test");
+    assert!(err.contains("data-dir: is empty"), "{err}");
 }

@@ -32,6 +32,36 @@ pub const EMBEDDED_DEFAULT: &str = include_str!("../../conf/local.yaml");
 /// The name under which the embedded default appears in messages.
 pub const EMBEDDED_NAME: &str = "<embedded conf/local.yaml>";
 
+/// The map an installed appliance reads when no other is named.
+pub const INSTALLED_PATH: &str = "/etc/stria/stria.yaml";
+
+/// The environment variable that names the map.
+pub const CONFIG_ENV: &str = "STRIA_CONFIG";
+
+/// Where the map of an appliance command came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `--config`.
+    Flag,
+    /// [`CONFIG_ENV`].
+    Env,
+    /// [`INSTALLED_PATH`], which exists.
+    Installed,
+    /// None of those: [`EMBEDDED_DEFAULT`].
+    Embedded,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Origin::Flag => "from --config",
+            Origin::Env => "from STRIA_CONFIG",
+            Origin::Installed => "the installed map",
+            Origin::Embedded => "the embedded default",
+        })
+    }
+}
+
 /// Bytes at the start of every device reserved for the superblock and future
 /// layout metadata. Nothing else is ever written there.
 pub const RESERVED_BYTES: u64 = 1 << 20;
@@ -54,6 +84,9 @@ pub struct Config {
     pub server: ServerConfig,
     /// SPDK's environment, used when the map has `spdk` devices.
     pub spdk: SpdkEnvConfig,
+    /// `data-dir`: where the relative device paths were resolved (none:
+    /// the directory stria runs in).
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Cores and idle policy of the reactor sets.
@@ -120,6 +153,16 @@ impl DeviceConfig {
             BackendConfig::Psync { .. } => BackendKind::Psync,
             BackendConfig::Uring { .. } => BackendKind::Uring,
             BackendConfig::Spdk(_) => BackendKind::Spdk,
+        }
+    }
+
+    /// A relative path of a kernel backend made relative to `dir`.
+    fn resolve_under(&mut self, dir: &Path) {
+        if let BackendConfig::Psync { path } | BackendConfig::Uring { path, .. } = &mut self.backend
+        {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
         }
     }
 
@@ -401,6 +444,27 @@ impl Config {
         let source = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError::file(&source, e))?;
         Config::parse(&text, &source)
+    }
+
+    /// The map of an appliance command (serve, format, inspect): the file
+    /// `flag` names (`--config`), else the one `env` names (the value of
+    /// [`CONFIG_ENV`]; empty counts as unset), else `installed` when it
+    /// exists, else the embedded default.
+    pub fn locate(
+        flag: Option<&Path>,
+        env: Option<&std::ffi::OsStr>,
+        installed: &Path,
+    ) -> Result<(Config, Origin), ConfigError> {
+        if let Some(p) = flag {
+            return Ok((Config::load(p)?, Origin::Flag));
+        }
+        if let Some(p) = env.filter(|p| !p.is_empty()) {
+            return Ok((Config::load(Path::new(p))?, Origin::Env));
+        }
+        if installed.exists() {
+            return Ok((Config::load(installed)?, Origin::Installed));
+        }
+        Ok((Config::embedded_default(), Origin::Embedded))
     }
 
     /// The embedded default, `conf/local.yaml`.

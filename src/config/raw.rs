@@ -26,6 +26,10 @@ pub struct RawConfig {
     pub server: RawServer,
     #[serde(default)]
     pub spdk: RawSpdk,
+    /// Where relative device paths resolve (default: the directory stria
+    /// runs in).
+    #[serde(default)]
+    pub data_dir: Option<Leaf>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -148,8 +148,12 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
     let mut devices = Vec::with_capacity(raw.devices.len());
     let mut names: HashMap<String, &Leaf> = HashMap::new();
     let mut paths: HashMap<PathBuf, &Leaf> = HashMap::new();
+    let data_dir = data_dir(&c, raw.data_dir.as_ref())?;
     for (i, dev) in raw.devices.iter().enumerate() {
-        let parsed = device(&c, dev, i)?;
+        let mut parsed = device(&c, dev, i)?;
+        if let Some(dir) = &data_dir {
+            parsed.resolve_under(dir);
+        }
         if let Some(first) = names.insert(parsed.name.clone(), &dev.name) {
             return Err(c.at(
                 &dev.name,
@@ -195,7 +199,18 @@ pub fn validate(raw: RawConfig, source: &str, cores: &[usize]) -> Result<Config>
         flush,
         server,
         spdk,
+        data_dir,
     })
+}
+
+/// `data-dir`: a directory, absolute or relative to where stria runs.
+fn data_dir(c: &Checker, leaf: Option<&Leaf>) -> Result<Option<PathBuf>> {
+    let Some(leaf) = leaf else { return Ok(None) };
+    let dir = leaf.value.trim();
+    if dir.is_empty() {
+        return Err(c.at(leaf, "data-dir", "is empty"));
+    }
+    Ok(Some(PathBuf::from(dir)))
 }
 
 fn server(c: &Checker, raw: &RawConfig, memstore: &MemstoreConfig) -> Result<ServerConfig> {

@@ -10,6 +10,18 @@ pub fn stria(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env_remove("RUST_LOG")
+        .env_remove("STRIA_CONFIG")
+        .output()
+        .expect("run stria")
+}
+
+/// As [`stria`], with the environment variable `key` set to `value`.
+pub fn stria_env(dir: &Path, args: &[&str], key: &str, value: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stria"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .env(key, value)
         .output()
         .expect("run stria")
 }
