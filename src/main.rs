@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use stria::admin::{self, Formatted};
@@ -105,6 +105,23 @@ enum Command {
     /// Benchmarks of the write path.
     #[command(subcommand)]
     Bench(Bench),
+    /// Write the manual pages, made from these very definitions: stria.1
+    /// and one page per subcommand (stria-serve.1, stria-bench-wal-pe.1,
+    /// ...).
+    ///
+    /// Example: stria man --out /usr/local/share/man/man1
+    Man {
+        /// The folder to write them into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Print the shell completion script for SHELL.
+    ///
+    /// Example: stria completions bash > /etc/bash_completion.d/stria
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -407,6 +424,22 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> Result<ExitCode, String> {
     match command {
+        Command::Man { out } => {
+            std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+            clap_mangen::generate_to(Cli::command(), &out)
+                .map_err(|e| format!("{}: {e}", out.display()))?;
+            let pages = std::fs::read_dir(&out)
+                .map_err(|e| format!("{}: {e}", out.display()))?
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".1"))
+                .count();
+            println!("{pages} manual pages in {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "stria", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Format { config, force } => {
             let (cfg, _) = locate(config.as_ref())?;
             let report = admin::format(&cfg, force).map_err(|e| e.to_string())?;

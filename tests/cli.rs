@@ -274,3 +274,36 @@ fn bad_arguments_are_refused() {
     let out = stria(dir.path(), &["inspect", "--log-level", "[[bad"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+#[test]
+fn manual_pages_and_completions_come_from_the_command_definitions() {
+    let dir = tempdir();
+    let out = stria(dir.path(), &["man", "--out", "man"]);
+    assert!(out.status.success(), "{}", text(&out));
+    for page in [
+        "stria.1",
+        "stria-serve.1",
+        "stria-format.1",
+        "stria-bench-wal-pe.1",
+    ] {
+        let roff = std::fs::read_to_string(dir.path().join("man").join(page)).unwrap();
+        assert!(roff.contains(".SH NAME"), "{page}: {roff}");
+    }
+    let serve = std::fs::read_to_string(dir.path().join("man/stria-serve.1")).unwrap();
+    assert!(serve.contains("STRIA_CONFIG"), "{serve}");
+    for (shell, mark) in [
+        ("bash", "_stria()"),
+        ("zsh", "#compdef stria"),
+        ("fish", "complete -c stria"),
+    ] {
+        let out = stria(dir.path(), &["completions", shell]);
+        assert!(out.status.success(), "{}", text(&out));
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains(mark) && script.contains("serve"),
+            "{shell}: {script}"
+        );
+    }
+    let out = stria(dir.path(), &["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
