@@ -307,3 +307,36 @@ fn manual_pages_and_completions_come_from_the_command_definitions() {
     let out = stria(dir.path(), &["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+#[test]
+fn serve_tells_a_service_manager_when_it_is_ready_and_when_it_stops() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempdir();
+    let d = dir.path();
+    map(d, "n", "notified", "psync");
+    let sock_path = d.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_stria"))
+        .args(["serve", "--config", "n.yaml", "--listen", "127.0.0.1:0"])
+        .current_dir(d)
+        .env_remove("RUST_LOG")
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = sock.recv(&mut buf).expect("READY=1 within a minute");
+    let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(msg.contains("READY=1\n"), "{msg}");
+    assert!(msg.contains("STATUS=listening on 127.0.0.1:"), "{msg}");
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let n = sock.recv(&mut buf).expect("STOPPING=1");
+    assert_eq!(&buf[..n], b"STOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+}

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use sd_notify::NotifyState;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -22,7 +23,9 @@ fn first_start(cfg: &Config) -> bool {
 }
 
 /// Runs the appliance until it is told to stop. Progress goes to stdout:
-/// `listening on <addr>` once clients can connect.
+/// `listening on <addr>` once clients can connect, when a service manager
+/// that asked for it (`NOTIFY_SOCKET`, systemd's `Type=notify`) is told
+/// `READY=1` too, and `STOPPING=1` when a signal or SHUTDOWN stops it.
 pub fn serve(cfg: &Config, listen: Option<SocketAddr>) -> Result<(), String> {
     let mut opts = ServerOptions::from_config(cfg);
     if let Some(l) = listen {
@@ -58,6 +61,12 @@ pub fn serve(cfg: &Config, listen: Option<SocketAddr>) -> Result<(), String> {
     }
     println!("listening on {}", server.local_addr());
     let _ = std::io::stdout().flush();
+    // Ready for a service manager that waits for it (systemd's
+    // Type=notify); nothing without NOTIFY_SOCKET.
+    let status = format!("listening on {}", server.local_addr());
+    if let Err(e) = sd_notify::notify(&[NotifyState::Ready, NotifyState::Status(&status)]) {
+        tracing::warn!("could not tell the service manager that stria is ready: {e}");
+    }
     let shared = server.shared().clone();
     let handle = signals.handle();
     let watcher = std::thread::spawn(move || {
@@ -70,6 +79,7 @@ pub fn serve(cfg: &Config, listen: Option<SocketAddr>) -> Result<(), String> {
         }
     });
     server.wait();
+    let _ = sd_notify::notify(&[NotifyState::Stopping]);
     handle.close();
     let _ = watcher.join();
     let t = Instant::now();
