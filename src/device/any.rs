@@ -14,10 +14,18 @@ use super::{
     WaitHint,
 };
 use crate::config::{BackendConfig, DeviceConfig, SpdkEnvConfig};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-/// Any backend's device.
+/// Any backend's device, and the requests of it that failed.
 #[derive(Clone)]
-pub enum AnyDevice {
+pub struct AnyDevice {
+    backend: Backend,
+    errors: Arc<AtomicU64>,
+}
+
+#[derive(Clone)]
+enum Backend {
     Sim(SimDevice),
     Psync(PsyncDevice),
     Uring(UringDevice),
@@ -26,11 +34,17 @@ pub enum AnyDevice {
 }
 
 /// Any backend's queue.
+pub struct AnyQueue {
+    backend: BackendQueue,
+    /// The device's count of failed requests.
+    errors: Arc<AtomicU64>,
+}
+
 #[expect(
     clippy::large_enum_variant,
     reason = "one queue per reactor per device, never moved on the I/O path; boxing would add a pointer chase to every call"
 )]
-pub enum AnyQueue {
+enum BackendQueue {
     Sim(SimQueue),
     Psync(PsyncQueue),
     Uring(UringQueue),
@@ -51,6 +65,12 @@ macro_rules! dispatch {
     };
 }
 
+impl From<SimDevice> for AnyDevice {
+    fn from(d: SimDevice) -> AnyDevice {
+        AnyDevice::of(Backend::Sim(d))
+    }
+}
+
 impl AnyDevice {
     /// Opens the device `cfg` describes. File devices must exist (see
     /// [`AnyDevice::create`]); `sim` devices start empty. `spdk` devices
@@ -58,17 +78,25 @@ impl AnyDevice {
     /// when they are the first of the process to open; other backends
     /// ignore it.
     pub fn open(cfg: &DeviceConfig, spdk: &SpdkEnvConfig) -> Result<AnyDevice> {
-        match &cfg.backend {
-            BackendConfig::Sim(_) => SimDevice::open(cfg).map(AnyDevice::Sim),
-            BackendConfig::Psync { .. } => PsyncDevice::open(cfg).map(AnyDevice::Psync),
-            BackendConfig::Uring { .. } => UringDevice::open(cfg).map(AnyDevice::Uring),
+        let backend = match &cfg.backend {
+            BackendConfig::Sim(_) => SimDevice::open(cfg).map(Backend::Sim),
+            BackendConfig::Psync { .. } => PsyncDevice::open(cfg).map(Backend::Psync),
+            BackendConfig::Uring { .. } => UringDevice::open(cfg).map(Backend::Uring),
             #[cfg(feature = "spdk")]
-            BackendConfig::Spdk(_) => SpdkDevice::open(cfg, spdk).map(AnyDevice::Spdk),
+            BackendConfig::Spdk(_) => SpdkDevice::open(cfg, spdk).map(Backend::Spdk),
             #[cfg(not(feature = "spdk"))]
             BackendConfig::Spdk(_) => {
                 let _ = spdk;
                 Err(spdk_unavailable(cfg))
             }
+        };
+        backend.map(AnyDevice::of)
+    }
+
+    fn of(backend: Backend) -> AnyDevice {
+        AnyDevice {
+            backend,
+            errors: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -106,42 +134,91 @@ impl Device for AnyDevice {
     type Queue = AnyQueue;
 
     fn info(&self) -> &DeviceInfo {
-        dispatch!(self, AnyDevice, d => d.info())
+        dispatch!(&self.backend, Backend, d => d.info())
     }
 
     fn open_queue(&self) -> Result<AnyQueue> {
-        Ok(match self {
-            AnyDevice::Sim(d) => AnyQueue::Sim(d.open_queue()?),
-            AnyDevice::Psync(d) => AnyQueue::Psync(d.open_queue()?),
-            AnyDevice::Uring(d) => AnyQueue::Uring(d.open_queue()?),
+        let backend = match &self.backend {
+            Backend::Sim(d) => BackendQueue::Sim(d.open_queue()?),
+            Backend::Psync(d) => BackendQueue::Psync(d.open_queue()?),
+            Backend::Uring(d) => BackendQueue::Uring(d.open_queue()?),
             #[cfg(feature = "spdk")]
-            AnyDevice::Spdk(d) => AnyQueue::Spdk(d.open_queue()?),
+            Backend::Spdk(d) => BackendQueue::Spdk(d.open_queue()?),
+        };
+        Ok(AnyQueue {
+            backend,
+            errors: self.errors.clone(),
         })
     }
 
     fn alloc_buf(&self, len: usize) -> IoBuf {
-        dispatch!(self, AnyDevice, d => d.alloc_buf(len))
+        dispatch!(&self.backend, Backend, d => d.alloc_buf(len))
+    }
+
+    /// Requests of any queue of this device that completed with an error
+    /// (reads, writes and flushes), since it was opened.
+    fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
     }
 }
 
 impl Queue for AnyQueue {
     fn info(&self) -> &DeviceInfo {
-        dispatch!(self, AnyQueue, q => q.info())
+        dispatch!(&self.backend, BackendQueue, q => q.info())
     }
 
     fn submit(&mut self, req: Request) -> Result<(), Rejected> {
-        dispatch!(self, AnyQueue, q => q.submit(req))
+        dispatch!(&mut self.backend, BackendQueue, q => q.submit(req))
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>) -> usize {
-        dispatch!(self, AnyQueue, q => q.poll(out))
+        let from = out.len();
+        let n = dispatch!(&mut self.backend, BackendQueue, q => q.poll(out));
+        let failed = out[from..].iter().filter(|c| c.result.is_err()).count();
+        if failed > 0 {
+            self.errors.fetch_add(failed as u64, Ordering::Relaxed);
+        }
+        n
     }
 
     fn in_flight(&self) -> usize {
-        dispatch!(self, AnyQueue, q => q.in_flight())
+        dispatch!(&self.backend, BackendQueue, q => q.in_flight())
     }
 
     fn wait_hint(&self) -> WaitHint {
-        dispatch!(self, AnyQueue, q => q.wait_hint())
+        dispatch!(&self.backend, BackendQueue, q => q.wait_hint())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{SimConfig, SimFaults};
+    use crate::device::wait;
+
+    #[test]
+    fn failed_requests_are_counted_per_device_over_all_its_queues() {
+        let sim = |name: &str, read_error_rate: f64| {
+            let model = SimConfig {
+                faults: SimFaults {
+                    read_error_rate,
+                    ..SimFaults::default()
+                },
+                ..SimConfig::default()
+            };
+            AnyDevice::from(SimDevice::new(name, 4096, 64, 8, model))
+        };
+        let (bad, good) = (sim("bad", 1.0), sim("good", 0.0));
+        for d in [&bad, &good] {
+            let mut q = d.open_queue().unwrap();
+            let buf = d.alloc_buf(4096);
+            let c = wait::run(&mut q, Request::write(1, 0, vec![buf])).unwrap();
+            assert!(c.result.is_ok());
+            for (tag, mut q) in [(2, q), (3, d.open_queue().unwrap())] {
+                let buf = d.alloc_buf(4096);
+                let _ = wait::run(&mut q, Request::read(tag, 0, vec![buf])).unwrap();
+            }
+        }
+        assert_eq!((bad.errors(), good.errors()), (2, 0));
     }
 }

@@ -309,6 +309,12 @@ pub trait Device: Send + Sync + 'static {
     fn alloc_buf(&self, len: usize) -> IoBuf {
         IoBuf::with_align(len, self.info().mem_align.max(DEFAULT_ALIGN))
     }
+
+    /// Requests of its queues that completed with an error, where the
+    /// device counts them (the appliance's [`any::AnyDevice`] does).
+    fn errors(&self) -> u64 {
+        0
+    }
 }
 
 /// One reactor's queue on a device. Submission never waits for the device

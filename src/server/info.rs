@@ -399,6 +399,10 @@ fn devices<D: Device<Queue: Send> + Clone>(w: &mut Section, engine: &Engine<D>, 
             ",writes={},written_bytes={},flushes={}",
             d.writes, d.written, d.flushes
         );
+        if let Some(fua) = d.fua_writes {
+            let _ = write!(v, ",fua_writes={fua}");
+        }
+        let _ = write!(v, ",errors={}", d.errors);
         w.kv(&format!("device_{}", key_safe(&d.name)), v);
     }
 }

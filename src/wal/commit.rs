@@ -633,6 +633,9 @@ impl<Q: Queue> WalWork<Q> {
             self.stats.bytes.add(len as u64);
             self.stats.device_batches[d].add(1);
             self.stats.device_bytes[d].add(len as u64);
+            if fua {
+                self.stats.device_fua[d].add(1);
+            }
             n += 1;
         }
     }

@@ -22,6 +22,9 @@ pub struct WalStats {
     pub device_batches: Vec<Counter>,
     /// Bytes written (padded), per device in stripe order.
     pub device_bytes: Vec<Counter>,
+    /// Batches written with forced unit access (no flush after them), per
+    /// device in stripe order.
+    pub device_fua: Vec<Counter>,
     /// Nanoseconds writers spent waiting for room in the WAL's ring, which
     /// fills when the log is full or the devices fall behind.
     pub writer_wait_ns: AtomicU64,
@@ -54,6 +57,7 @@ impl WalStats {
             flushes: (0..devices).map(|_| Counter::default()).collect(),
             device_batches: (0..devices).map(|_| Counter::default()).collect(),
             device_bytes: (0..devices).map(|_| Counter::default()).collect(),
+            device_fua: (0..devices).map(|_| Counter::default()).collect(),
             write_latency: (0..=WRITE_LATENCY_BOUNDS_NS.len())
                 .map(|_| Counter::default())
                 .collect(),
@@ -78,6 +82,7 @@ impl WalStats {
             flushes: self.flushes.iter().map(Counter::get).collect(),
             device_batches: self.device_batches.iter().map(Counter::get).collect(),
             device_bytes: self.device_bytes.iter().map(Counter::get).collect(),
+            device_fua: self.device_fua.iter().map(Counter::get).collect(),
             writer_wait_ns: self.writer_wait_ns.load(Ordering::Relaxed),
             log_full: self.log_full.get(),
             segments_reclaimed: self.segments_reclaimed.get(),
@@ -101,6 +106,7 @@ pub struct WalStatsSnapshot {
     pub flushes: Vec<u64>,
     pub device_batches: Vec<u64>,
     pub device_bytes: Vec<u64>,
+    pub device_fua: Vec<u64>,
     pub writer_wait_ns: u64,
     pub log_full: u64,
     pub segments_reclaimed: u64,

@@ -24,6 +24,10 @@ pub struct DeviceFigures {
     pub written: u64,
     /// Flush commands.
     pub flushes: u64,
+    /// WAL batches written with forced unit access (WAL devices only).
+    pub fua_writes: Option<u64>,
+    /// Requests that completed with an error.
+    pub errors: u64,
 }
 
 /// Every device of `engine`, WAL stripe first, with the figures in `stats`.
@@ -45,6 +49,8 @@ pub fn device_figures<D: Device<Queue: Send> + Clone>(
             writes: at(&stats.wal.device_batches, i),
             written: at(&stats.wal.device_bytes, i),
             flushes: at(&stats.wal.flushes, i),
+            fua_writes: Some(at(&stats.wal.device_fua, i)),
+            errors: d.errors(),
         });
     }
     let m = &stats.manifest;
@@ -66,6 +72,8 @@ pub fn device_figures<D: Device<Queue: Send> + Clone>(
             writes: at(&stats.device_writes, i) + mwrites,
             written: at(&stats.device_written, i) + mbytes,
             flushes: at(&stats.device_flush_commands, i),
+            fua_writes: None,
+            errors: d.errors(),
         });
     }
     out

@@ -754,4 +754,20 @@ pub(super) fn render_devices(t: &mut Text, devices: &[DeviceFigures]) {
         "Flush commands sent.",
         |d| Some(d.flushes),
     );
+    each(
+        t,
+        devices,
+        "device_fua_writes_total",
+        "counter",
+        "WAL batches written with forced unit access (durable without a flush after them).",
+        |d| d.fua_writes,
+    );
+    each(
+        t,
+        devices,
+        "device_errors_total",
+        "counter",
+        "Requests (reads, writes, flushes) that completed with an error.",
+        |d| Some(d.errors),
+    );
 }

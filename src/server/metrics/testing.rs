@@ -24,8 +24,8 @@ pub fn any_engine() -> Engine<AnyDevice> {
 /// An engine of [`options`] on `devices`, as the server's devices.
 pub fn open_any(devices: &EngineDevices<SimDevice>) -> Engine<AnyDevice> {
     let any = EngineDevices {
-        wal: devices.wal.iter().cloned().map(AnyDevice::Sim).collect(),
-        data: devices.data.iter().cloned().map(AnyDevice::Sim).collect(),
+        wal: devices.wal.iter().cloned().map(AnyDevice::from).collect(),
+        data: devices.data.iter().cloned().map(AnyDevice::from).collect(),
     };
     Engine::open(any, options()).expect("open").0
 }
