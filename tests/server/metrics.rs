@@ -95,3 +95,102 @@ fn metrics_count_the_commands_served() {
     s.stop();
     assert!(TcpStream::connect_timeout(&m, Duration::from_secs(2)).is_err());
 }
+
+/// Every query of the shipped Grafana dashboard names metrics (and
+/// labels) that a running server exports.
+#[test]
+fn the_dashboard_queries_only_metrics_that_exist() {
+    let dir = tempdir();
+    let map = Map {
+        metrics: true,
+        ..Map::default()
+    };
+    let s = Server::start(dir.path(), &map);
+    let m = s.metrics.expect("a metrics address");
+    let mut c = s.client();
+    redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query::<()>(&mut c)
+        .unwrap();
+    redis::cmd("HGET")
+        .arg("k")
+        .arg("f")
+        .query::<()>(&mut c)
+        .unwrap_err();
+    let (status, body) = http_get(m, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    // Each sample's name and label names.
+    let mut labels: std::collections::HashMap<String, std::collections::HashSet<String>> =
+        Default::default();
+    for line in body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let set = labels.entry(line[..name_end].to_string()).or_default();
+        if let Some(rest) = line[name_end..].strip_prefix('{') {
+            for pair in rest.split('}').next().unwrap_or("").split(',') {
+                if let Some((k, _)) = pair.split_once('=') {
+                    set.insert(k.to_string());
+                }
+            }
+        }
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/grafana/stria.json");
+    let dash: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap())
+        .expect("the dashboard is JSON");
+    let panels = dash["panels"].as_array().expect("panels");
+    let mut queries = 0;
+    for p in panels.iter().filter(|p| p["type"] != "row") {
+        let title = p["title"].as_str().unwrap_or("?");
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "panel {title:?} has no query");
+        for t in targets {
+            let expr = t["expr"].as_str().expect("expr");
+            queries += 1;
+            let names: Vec<&str> = expr
+                .match_indices("stria_")
+                .map(|(i, _)| {
+                    let rest = &expr[i..];
+                    let end = rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len());
+                    &rest[..end]
+                })
+                .collect();
+            assert!(!names.is_empty(), "panel {title:?}: {expr}");
+            for n in &names {
+                assert!(
+                    labels.contains_key(*n),
+                    "panel {title:?}: {n} is not exported\n{body}"
+                );
+            }
+            // Labels grouped or matched on are on one of the metrics.
+            let mut used: Vec<String> = Vec::new();
+            for (i, _) in expr.match_indices("by (") {
+                let inner = &expr[i + 4..];
+                let inner = &inner[..inner.find(')').unwrap()];
+                used.extend(inner.split(',').map(|l| l.trim().to_string()));
+            }
+            for (i, _) in expr.match_indices("{") {
+                let inner = &expr[i + 1..];
+                let inner = &inner[..inner.find('}').unwrap()];
+                used.extend(
+                    inner
+                        .split(',')
+                        .filter_map(|m| m.split(['=', '!', '~']).next())
+                        .map(|l| l.trim().to_string())
+                        .filter(|l| l != "instance" && !l.is_empty()),
+                );
+            }
+            for l in used.iter().filter(|l| *l != "le") {
+                assert!(
+                    names.iter().any(|n| labels[*n].contains(l)),
+                    "panel {title:?}: no metric of {expr} has the label {l}"
+                );
+            }
+        }
+    }
+    assert!(queries >= 30, "{queries} queries");
+}
