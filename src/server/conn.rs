@@ -257,6 +257,19 @@ impl<'a> Conn<'a> {
         !self.slots.is_empty()
     }
 
+    /// Whether a busy script may answer this connection's next request
+    /// (`BUSY`, or SCRIPT KILL): it owes nothing, and is in no state that
+    /// gives the request another meaning (not yet authenticated, in
+    /// MULTI, subscribed, blocked).
+    pub fn answerable_while_busy(&self) -> bool {
+        self.authed
+            && self.out.is_empty()
+            && self.slots.is_empty()
+            && self.tx.is_none()
+            && self.blocked.is_none()
+            && !self.subs.any()
+    }
+
     /// Queues a command's reply, as CLIENT REPLY says (`before`: the mode
     /// before the command ran). Pub/sub pushes always go.
     fn push_reply(&mut self, r: Reply, before: ReplyMode) {

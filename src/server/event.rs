@@ -33,9 +33,10 @@ use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use super::conn::{Conn, Input, Taken};
 use super::expiry::Expiry;
 use super::resp::{Parser, Reply};
+use super::shard::busy::Entry;
 use super::shard::Shard;
 use super::sweep::Sweep;
-use super::{Client, Shared};
+use super::Shared;
 use crate::wal::Notify;
 
 /// The token of a loop's waker (new connections, acknowledgements, the
@@ -57,8 +58,7 @@ const WAIT_AT_MOST: Duration = Duration::from_millis(50);
 /// hard limit for pub/sub clients).
 const PUBSUB_LIMIT: usize = 32 << 20;
 
-/// A connection the acceptor hands to a loop.
-pub type Handoff = (Arc<Client>, std::net::TcpStream);
+pub use super::shard::busy::Handoff;
 
 /// Wakes a loop that sleeps in its poll; an awake loop is not told (it
 /// looks at its connections each turn), which saves a system call per
@@ -171,11 +171,13 @@ struct Loop<'a> {
 }
 
 fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
+    let shard = Rc::new(Shard::new(&shared.engine));
+    shard.busy().set_incoming(rx);
     let Parts { mut poll, notify } = parts;
     let mut lp = Loop {
         shared,
         notify,
-        shard: Rc::new(Shard::new(&shared.engine)),
+        shard,
         conns: Vec::new(),
         free: Vec::new(),
         work: Vec::new(),
@@ -220,7 +222,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
             }
         }
         if woken && !stopping {
-            lp.accept(&rx, poll.registry());
+            lp.accept(poll.registry());
         }
         lp.turn(stopping);
     }
@@ -230,7 +232,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
     // Writes applied are acknowledged before the engine closes.
     lp.shard.settle_all();
     // Connections handed over after the loop stopped looking.
-    while let Ok((client, _stream)) = rx.try_recv() {
+    for ((client, _stream), _) in lp.shard.busy().accept() {
         shared.forget(&client);
     }
 }
@@ -261,12 +263,17 @@ impl<'a> Loop<'a> {
     }
 
     /// Takes the connections the acceptor handed over.
-    fn accept(&mut self, rx: &Receiver<Handoff>, registry: &Registry) {
-        while let Ok((client, stream)) = rx.try_recv() {
+    fn accept(&mut self, registry: &Registry) {
+        for ((client, stream), known) in self.shard.busy().accept() {
             let i = self.free.pop().unwrap_or_else(|| {
                 self.conns.push(None);
                 self.conns.len() - 1
             });
+            // A second descriptor, for a busy script's hook to answer it.
+            let known = match known {
+                Some(k) => Ok(k),
+                None => stream.try_clone().map(Entry::of),
+            };
             let mut stream = match stream.set_nonblocking(true) {
                 Ok(()) => TcpStream::from_std(stream),
                 Err(e) => {
@@ -287,6 +294,13 @@ impl<'a> Loop<'a> {
                 self.free.push(i);
                 self.shared.forget(&client);
                 continue;
+            }
+            match known {
+                Ok(known) => self.shard.busy().join(i, known),
+                Err(e) => tracing::debug!(
+                    "client {}: no second descriptor ({e}): not answered while a script is busy",
+                    client.id
+                ),
             }
             let shared = self.shared;
             let mut parser = Parser::new(shared.opts.limits);
@@ -380,6 +394,10 @@ impl<'a> Loop<'a> {
                 self.deliver();
             }
         }
+        // Connections a busy script answered, with replies left to send.
+        for t in self.shard.busy().owing() {
+            self.queue(t);
+        }
         // The turn's writes go to the engine together.
         let notify: Arc<dyn Notify> = self.notify.clone();
         self.shard.submit(&notify);
@@ -395,6 +413,14 @@ impl<'a> Loop<'a> {
                 return;
             };
             c.queued = false;
+            let busy = self.shard.busy();
+            busy.set_idle(i, false);
+            // Replies a busy script's hook answered that the socket did not
+            // take go before anything else.
+            let owed = busy.take_owed(i);
+            if !owed.is_empty() {
+                c.conn.out.splice(0..0, owed);
+            }
             let mut again = false;
             c.conn.progress();
             if !c.dead && !c.blocked && !c.closing {
@@ -411,6 +437,12 @@ impl<'a> Loop<'a> {
                 self.close(i);
                 return;
             }
+            let idle = settled
+                && !c.blocked
+                && !c.closing
+                && c.input.bytes().is_empty()
+                && c.conn.answerable_while_busy();
+            self.shard.busy().set_idle(i, idle);
             if !settled {
                 if !c.waiting {
                     c.waiting = true;
@@ -495,6 +527,7 @@ impl<'a> Loop<'a> {
 
     fn close(&mut self, i: usize) {
         if self.conns[i].take().is_some() {
+            self.shard.busy().leave(i);
             self.free.push(i);
         }
     }

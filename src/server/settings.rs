@@ -254,8 +254,17 @@ impl Settings {
                     .hz
                     .store(value.parse().expect("checked"), Ordering::Relaxed),
                 _ => {
-                    if let Some(slot) = inert.iter_mut().find(|(n, _, _)| *n == name) {
-                        slot.1 = value;
+                    // Redis's aliases: either name sets both.
+                    let alias = match name.as_str() {
+                        "lua-time-limit" => "busy-reply-threshold",
+                        "busy-reply-threshold" => "lua-time-limit",
+                        _ => "",
+                    };
+                    for slot in inert
+                        .iter_mut()
+                        .filter(|(n, _, _)| *n == name || *n == alias)
+                    {
+                        slot.1 = value.clone();
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! Lua scripts and functions through a client: Redis's conversions and
-//! errors, the sandbox, the script cache, read-only scripts, a script
-//! that runs too long, and function libraries that survive a restart.
+//! errors, the sandbox, the script cache, read-only scripts, scripts that
+//! run past busy-reply-threshold (BUSY, SCRIPT KILL, FUNCTION KILL,
+//! SHUTDOWN NOSAVE), and function libraries that survive a restart.
 
 use redis::Value;
 
@@ -239,15 +240,109 @@ fn scripts_are_sandboxed_cached_and_read_only_when_asked() {
         ),
         Value::Nil
     );
-    // A script that runs on without writing is stopped at the threshold,
-    // and the server goes on serving.
-    q::<()>(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "50"]);
-    let err = e(
-        &mut c,
-        &["EVAL", "local a = 1 while true do a = a + 1 end", "0"],
+}
+
+/// Polls `c` with PING until the server says BUSY (a script holds it).
+fn until_busy(c: &mut redis::Connection) -> String {
+    for _ in 0..500 {
+        let r: redis::RedisResult<String> = redis::cmd("PING").query(c);
+        if let Err(err) = r {
+            return err.to_string();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the script never made the server busy");
+}
+
+#[test]
+fn a_script_past_the_threshold_makes_others_busy_until_script_kill() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    // lua-time-limit is busy-reply-threshold's old name.
+    q::<()>(&mut c, &["CONFIG", "SET", "lua-time-limit", "20"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["CONFIG", "GET", "busy-reply-threshold"]),
+        ["busy-reply-threshold", "20"]
     );
-    assert!(err.contains("busy-reply-threshold"), "{err}");
+    assert!(e(&mut c, &["SCRIPT", "KILL"]).starts_with("NOTBUSY"));
+    // The script's client pipelines a PING behind it; a pcall in the
+    // script cannot swallow the kill.
+    let mut runner = s.client();
+    let script = std::thread::spawn(move || {
+        let mut p = redis::pipe();
+        p.cmd("EVAL")
+            .arg("local f = function() while 1 do redis.call('ping') end end while 1 do pcall(f) end")
+            .arg(0)
+            .cmd("PING");
+        let r: redis::RedisResult<(String, String)> = p.query(&mut runner);
+        let err = r.expect_err("the script is killed").to_string();
+        let after: String = redis::cmd("PING").query(&mut runner).unwrap();
+        (err, after)
+    });
+    let busy = until_busy(&mut c);
+    assert!(
+        busy.contains("BUSY") && busy.contains("SCRIPT KILL or SHUTDOWN NOSAVE"),
+        "{busy}"
+    );
+    // A new connection is answered too, and FUNCTION KILL is not for scripts.
+    let mut fresh = s.client();
+    assert!(e(&mut fresh, &["GET", "k"]).starts_with("BUSY"));
+    assert!(e(&mut fresh, &["FUNCTION", "KILL"]).starts_with("BUSY"));
+    assert_eq!(q::<String>(&mut fresh, &["SCRIPT", "KILL"]), "OK");
+    let (err, after) = script.join().unwrap();
+    assert!(err.contains("killed by user"), "{err}");
+    assert_eq!(after, "PONG");
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    assert_eq!(q::<String>(&mut fresh, &["PING"]), "PONG");
+
+    // A function is stopped with FUNCTION KILL.
+    let lib = "#!lua name=spin\nredis.register_function('spin', function() while 1 do end end)";
+    q::<String>(&mut c, &["FUNCTION", "LOAD", lib]);
+    let mut runner = s.client();
+    let f = std::thread::spawn(move || e(&mut runner, &["FCALL", "spin", "0"]));
+    assert!(until_busy(&mut c).contains("FUNCTION KILL or SHUTDOWN NOSAVE"));
+    assert!(e(&mut c, &["SCRIPT", "KILL"]).starts_with("BUSY"));
+    assert_eq!(q::<String>(&mut c, &["FUNCTION", "KILL"]), "OK");
+    assert!(f.join().unwrap().contains("killed by user"));
+    assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+}
+
+#[test]
+fn a_busy_script_that_wrote_is_unkillable_and_shutdown_nosave_loses_all_of_it() {
+    let dir = tempdir();
+    {
+        let s = Server::start(dir.path(), &Map::default());
+        let mut c = s.client();
+        q::<()>(&mut c, &["SET", "before", "1"]);
+        q::<()>(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "20"]);
+        let mut runner = s.client();
+        std::thread::spawn(move || {
+            let _ = e(
+                &mut runner,
+                &[
+                    "EVAL",
+                    "redis.call('set', 'half', '1') while true do end",
+                    "0",
+                ],
+            );
+        });
+        until_busy(&mut c);
+        assert!(e(&mut c, &["SCRIPT", "KILL"])
+            .starts_with("UNKILLABLE Sorry the script already executed write commands"));
+        let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+        let (status, printed) = s.wait_exit();
+        assert!(status.success(), "{}", printed.all());
+    }
+    // All of the script or none: its write is not there; what was
+    // acknowledged before it is.
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GET", "before"]),
+        Some("1".into())
+    );
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "half"]), None);
 }
 
 #[test]

@@ -22,6 +22,7 @@ use super::{message, Vm};
 use crate::server::cmd::integer;
 use crate::server::conn::{Conn, Outcome};
 use crate::server::resp::Reply;
+use crate::server::shard::busy::Verdict;
 use crate::server::table::{position, COMMANDS};
 
 /// What a script is run as.
@@ -124,7 +125,22 @@ impl<'a> Conn<'a> {
             read_only,
         })
     }
+}
 
+/// How often a script past busy-reply-threshold answers the other clients.
+const BUSY_POLL: Duration = Duration::from_millis(2);
+
+/// The error that stops a killed script.
+fn killed_error(function: bool) -> mlua::Error {
+    let by = if function {
+        "FUNCTION KILL"
+    } else {
+        "SCRIPT KILL"
+    };
+    mlua::Error::runtime(format!("Script killed by user with {by}..."))
+}
+
+impl Conn<'_> {
     /// Runs a script or function to completion, as one atomic unit.
     pub fn run_script(&mut self, r: Run<'_>) -> Reply {
         let (lua, lib, run, resp) = match self.vm() {
@@ -143,10 +159,10 @@ impl<'a> Conn<'a> {
         }
         let proto = self.proto;
         let read_only = r.read_only;
-        // A script holds its shard: one that runs past busy-reply-threshold
-        // without having written is stopped (as if by SCRIPT KILL, which no
-        // other client could send meanwhile); one that has written runs on,
-        // as in Redis, where only SHUTDOWN NOSAVE ends it.
+        // A script holds its shard. Once it runs past busy-reply-threshold,
+        // its hook answers the shard's other clients (`BUSY`; SCRIPT KILL
+        // or FUNCTION KILL stop a script that has not written; SHUTDOWN
+        // NOSAVE ends the server), as Redis's event loop does meanwhile.
         let wrote = Rc::new(Cell::new(false));
         let limit = self
             .shared
@@ -156,16 +172,37 @@ impl<'a> Conn<'a> {
             .map(|ms| Duration::from_millis(ms as u64));
         if let Some(limit) = limit {
             let (started, wrote) = (Instant::now(), wrote.clone());
+            let (busy, limits, open, function) = (
+                self.shard.busy().clone(),
+                self.shared.opts.limits,
+                self.shared.opts.password.is_none(),
+                r.function,
+            );
+            let last = Cell::new(None::<Instant>);
             let _ = lua.set_hook(
                 HookTriggers::new().every_nth_instruction(100_000),
-                move |_, _| {
-                    if !wrote.get() && started.elapsed() > limit {
-                        return Err(mlua::Error::runtime(format!(
-                            "the script ran past busy-reply-threshold ({} ms) without writing, and was stopped",
-                            limit.as_millis()
-                        )));
+                move |lua, _| {
+                    let now = Instant::now();
+                    if now.duration_since(started) <= limit
+                        || last
+                            .get()
+                            .is_some_and(|t| now.duration_since(t) < BUSY_POLL)
+                    {
+                        return Ok(VmState::Continue);
                     }
-                    Ok(VmState::Continue)
+                    last.set(Some(now));
+                    if busy.serve(limits, open, function, wrote.get()) == Verdict::Continue {
+                        return Ok(VmState::Continue);
+                    }
+                    // Killed: from now on every instruction fails, so a
+                    // pcall in the script cannot swallow the kill.
+                    let killed = killed_error(function);
+                    let again = killed.clone();
+                    let _ = lua
+                        .set_hook(HookTriggers::new().every_nth_instruction(1), move |_, _| {
+                            Err(again.clone())
+                        });
+                    Err(killed)
                 },
             );
         }

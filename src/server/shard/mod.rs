@@ -29,6 +29,7 @@ use crate::engine::{EngineError, Pending};
 use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
 use blocking::Blocking;
+use busy::Busy;
 use pubsub::PubSub;
 use watch::Watches;
 
@@ -200,6 +201,8 @@ pub struct Shard<'a> {
     /// A transaction runs: its commands' writes are one command's (one
     /// WAL group) until it ends.
     atomic: std::cell::Cell<bool>,
+    /// The connections a script past busy-reply-threshold answers.
+    busy: Rc<Busy>,
 }
 
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
@@ -221,7 +224,13 @@ impl<'a> Shard<'a> {
             pubsub: RefCell::new(PubSub::default()),
             scripting: RefCell::new(None),
             atomic: std::cell::Cell::new(false),
+            busy: Rc::default(),
         }
+    }
+
+    /// The connections a script past busy-reply-threshold answers `BUSY`.
+    pub fn busy(&self) -> &Rc<Busy> {
+        &self.busy
     }
 
     /// The keys connections watch (WATCH).
@@ -580,6 +589,7 @@ impl<'a> Shard<'a> {
 }
 
 pub mod blocking;
+pub mod busy;
 #[cfg(test)]
 pub(crate) mod crash_tests;
 #[cfg(test)]

@@ -1,0 +1,235 @@
+//! A script that runs past `busy-reply-threshold` holds its shard, as in
+//! Redis: while it runs, the shard's other clients get `BUSY`, and only
+//! `SCRIPT KILL`, `FUNCTION KILL` and `SHUTDOWN NOSAVE` are run. The
+//! script's hook calls [`Busy::serve`], which answers them from here: the
+//! event loop is in the middle of the script and cannot.
+//!
+//! It answers only a connection that owes nothing and has nothing read
+//! and not yet run (the loop says which, [`Busy::set_idle`]), so a `BUSY`
+//! never overtakes an earlier reply. It peeks at the socket and takes off
+//! it only the whole requests it answers; a request that is not whole yet
+//! stays in the socket for the loop. A reply the socket does not take at
+//! once goes out through the loop once the script is over.
+
+use std::cell::RefCell;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+use crate::server::resp::{Limits, Parsed, Parser, Reply};
+use crate::server::Client;
+
+/// Bytes peeked at a time from one connection.
+const PEEK: usize = 16 * 1024;
+
+/// What a busy script's hook is told to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Continue,
+    /// SCRIPT KILL or FUNCTION KILL, and the script may be stopped.
+    Kill,
+}
+
+/// A connection as a busy script's hook knows it.
+pub struct Entry {
+    /// The connection's socket (a second descriptor of it).
+    stream: TcpStream,
+    /// Owes nothing, holds no request: its next request may be answered.
+    idle: bool,
+    /// Bytes of replies the socket did not take, for the loop to send.
+    owed: Vec<u8>,
+}
+
+impl Entry {
+    /// A connection known by `stream`, a second descriptor of its socket.
+    pub fn of(stream: TcpStream) -> Entry {
+        Entry {
+            stream,
+            idle: false,
+            owed: Vec::new(),
+        }
+    }
+}
+
+/// The shard's connections as a busy script's hook sees them.
+#[derive(Default)]
+pub struct Busy {
+    conns: RefCell<Vec<Option<Entry>>>,
+    /// Where the acceptor hands the loop its new connections.
+    incoming: RefCell<Option<Receiver<Handoff>>>,
+    /// New connections a busy script's hook took, for the loop to serve.
+    arrived: RefCell<Vec<(Handoff, Option<Entry>)>>,
+}
+
+/// A new connection, as the acceptor hands it over.
+pub type Handoff = (Arc<Client>, TcpStream);
+
+impl Busy {
+    /// New connections come from `rx`.
+    pub fn set_incoming(&self, rx: Receiver<Handoff>) {
+        *self.incoming.borrow_mut() = Some(rx);
+    }
+
+    /// The new connections to serve: those a busy script answered (with
+    /// what it knows of them), then the ones handed over since.
+    pub fn accept(&self) -> Vec<(Handoff, Option<Entry>)> {
+        let mut out = std::mem::take(&mut *self.arrived.borrow_mut());
+        if let Some(rx) = self.incoming.borrow().as_ref() {
+            out.extend(rx.try_iter().map(|h| (h, None)));
+        }
+        out
+    }
+
+    /// Connection `token` of the loop, as `e` knows it.
+    pub fn join(&self, token: usize, mut e: Entry) {
+        let mut conns = self.conns.borrow_mut();
+        if conns.len() <= token {
+            conns.resize_with(token + 1, || None);
+        }
+        e.idle = false;
+        conns[token] = Some(e);
+    }
+
+    /// Connection `token` closes.
+    pub fn leave(&self, token: usize) {
+        if let Some(e) = self.conns.borrow_mut().get_mut(token) {
+            *e = None;
+        }
+    }
+
+    /// Whether connection `token` owes nothing and holds no request.
+    pub fn set_idle(&self, token: usize, idle: bool) {
+        if let Some(Some(e)) = self.conns.borrow_mut().get_mut(token) {
+            e.idle = idle;
+        }
+    }
+
+    /// Replies to connection `token` answered while a script ran that its
+    /// socket did not take: the loop sends them before anything else.
+    pub fn take_owed(&self, token: usize) -> Vec<u8> {
+        match self.conns.borrow_mut().get_mut(token) {
+            Some(Some(e)) => std::mem::take(&mut e.owed),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The connections with such replies.
+    pub fn owing(&self) -> Vec<usize> {
+        let conns = self.conns.borrow();
+        (0..conns.len())
+            .filter(|&t| conns[t].as_ref().is_some_and(|e| !e.owed.is_empty()))
+            .collect()
+    }
+
+    /// Answers what the idle connections sent, new ones too (`open`: they
+    /// need no AUTH). `function`: the script is a function (FCALL);
+    /// `wrote`: it has written, so it cannot be killed. SHUTDOWN NOSAVE
+    /// ends the process here: the script's writes, never submitted, are
+    /// lost whole, as none of its replies went out.
+    pub fn serve(&self, limits: Limits, open: bool, function: bool, wrote: bool) -> Verdict {
+        if let Some(rx) = self.incoming.borrow().as_ref() {
+            let mut arrived = self.arrived.borrow_mut();
+            for (client, stream) in rx.try_iter() {
+                let known = stream
+                    .set_nonblocking(true)
+                    .and_then(|()| stream.try_clone());
+                let entry = known.ok().map(|peer| Entry {
+                    idle: open,
+                    ..Entry::of(peer)
+                });
+                arrived.push(((client, stream), entry));
+            }
+        }
+        let mut verdict = Verdict::Continue;
+        let mut buf = vec![0u8; PEEK];
+        let mut conns = self.conns.borrow_mut();
+        let mut arrived = self.arrived.borrow_mut();
+        let known = conns
+            .iter_mut()
+            .flatten()
+            .chain(arrived.iter_mut().filter_map(|(_, e)| e.as_mut()));
+        for e in known {
+            if !e.idle || !e.owed.is_empty() {
+                continue;
+            }
+            let n = match e.stream.peek(&mut buf) {
+                Ok(n) => n,
+                Err(_) => continue,
+            };
+            let mut parser = Parser::new(limits);
+            let (mut taken, mut out) = (0, Vec::new());
+            while taken < n {
+                match parser.parse(&buf[taken..n]) {
+                    Ok(Parsed::Request(args, len)) => {
+                        taken += len;
+                        let (reply, kill) = answer(&args, function, wrote);
+                        if kill {
+                            verdict = Verdict::Kill;
+                        }
+                        reply.encode(&mut out, 2);
+                    }
+                    Ok(Parsed::Skip(len)) => taken += len,
+                    // Not whole yet, or not a request: the loop's.
+                    Ok(Parsed::Incomplete) | Err(_) => break,
+                }
+            }
+            if taken == 0 {
+                continue;
+            }
+            if e.stream.read_exact(&mut buf[..taken]).is_err() {
+                continue;
+            }
+            let mut sent = 0;
+            while sent < out.len() {
+                match e.stream.write(&out[sent..]) {
+                    Ok(0) => break,
+                    Ok(k) => sent += k,
+                    Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            e.owed.extend_from_slice(&out[sent..]);
+        }
+        verdict
+    }
+}
+
+/// The reply to a request sent while a script is busy, and whether it
+/// stops the script.
+fn answer(args: &[Vec<u8>], function: bool, wrote: bool) -> (Reply, bool) {
+    let word = |i: usize| args.get(i).map(|a| a.to_ascii_lowercase());
+    let (cmd, sub) = (word(0).unwrap_or_default(), word(1));
+    let busy = |kill_with: &str| {
+        Reply::Error(format!(
+            "BUSY Redis is busy running a script. You can only call {kill_with} or SHUTDOWN NOSAVE."
+        ))
+    };
+    let own = if function {
+        "FUNCTION KILL"
+    } else {
+        "SCRIPT KILL"
+    };
+    match (cmd.as_slice(), sub.as_deref(), args.len()) {
+        (b"script" | b"function", Some(b"kill"), 2) => {
+            let by_function = cmd == b"function";
+            if wrote {
+                (Reply::Error(
+                    "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.".into(),
+                ), false)
+            } else if by_function != function {
+                // SCRIPT KILL of a function, FUNCTION KILL of a script.
+                (busy(own), false)
+            } else {
+                (Reply::Simple("OK".into()), true)
+            }
+        }
+        (b"shutdown", Some(b"nosave"), 2) => {
+            tracing::warn!("SHUTDOWN NOSAVE while a script runs: exiting at once");
+            println!("SHUTDOWN NOSAVE while a script runs: exiting at once");
+            let _ = std::io::stdout().flush();
+            std::process::exit(0);
+        }
+        _ => (busy(own), false),
+    }
+}
