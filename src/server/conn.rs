@@ -259,13 +259,12 @@ impl<'a> Conn<'a> {
 
     /// Whether a busy script may answer this connection's next request
     /// (`BUSY`, or SCRIPT KILL): it owes nothing, and is in no state that
-    /// gives the request another meaning (not yet authenticated, in
-    /// MULTI, subscribed, blocked).
+    /// gives the request another meaning (not yet authenticated,
+    /// subscribed, blocked; a MULTI the hook follows).
     pub fn answerable_while_busy(&self) -> bool {
         self.authed
             && self.out.is_empty()
             && self.slots.is_empty()
-            && self.tx.is_none()
             && self.blocked.is_none()
             && !self.subs.any()
     }

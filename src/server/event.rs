@@ -414,7 +414,11 @@ impl<'a> Loop<'a> {
             };
             c.queued = false;
             let busy = self.shard.busy();
-            busy.set_idle(i, false);
+            // What a busy script's hook did to its transaction, first.
+            if let Some(tx) = busy.take_tx(i) {
+                c.conn.take_busy_tx(tx.multi, tx.failed);
+            }
+            busy.set_idle(i, false, c.conn.proto, false);
             // Replies a busy script's hook answered that the socket did not
             // take go before anything else.
             let owed = busy.take_owed(i);
@@ -442,7 +446,9 @@ impl<'a> Loop<'a> {
                 && !c.closing
                 && c.input.bytes().is_empty()
                 && c.conn.answerable_while_busy();
-            self.shard.busy().set_idle(i, idle);
+            self.shard
+                .busy()
+                .set_idle(i, idle, c.conn.proto, c.conn.tx.is_some());
             if !settled {
                 if !c.waiting {
                     c.waiting = true;

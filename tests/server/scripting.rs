@@ -411,3 +411,41 @@ fn function_libraries_load_call_and_survive_a_restart() {
         "ERR Function not found"
     );
 }
+
+#[test]
+fn a_transaction_that_meets_a_busy_script_runs_whole_or_not_at_all() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    q::<()>(&mut c, &["CONFIG", "SET", "busy-reply-threshold", "20"]);
+    q::<()>(&mut c, &["SET", "xx", "1"]);
+    let spin = |s: &Server| {
+        let mut runner = s.client();
+        std::thread::spawn(move || e(&mut runner, &["EVAL", "while true do end", "0"]))
+    };
+    // EXEC while the script is busy: the transaction is discarded.
+    let mut t = s.client();
+    q::<()>(&mut t, &["MULTI"]);
+    q::<String>(&mut t, &["INCR", "xx"]);
+    let script = spin(&s);
+    until_busy(&mut c);
+    let err = e(&mut t, &["EXEC"]);
+    assert!(
+        err.starts_with("EXECABORT") && err.contains("BUSY"),
+        "{err}"
+    );
+    assert_eq!(q::<String>(&mut c, &["SCRIPT", "KILL"]), "OK");
+    script.join().unwrap();
+    assert_eq!(q::<String>(&mut t, &["PING", "out"]), "out");
+    // MULTI while busy begins one; a command refused in it fails EXEC.
+    let script = spin(&s);
+    until_busy(&mut c);
+    q::<()>(&mut t, &["MULTI"]);
+    assert!(e(&mut t, &["INCR", "xx"]).starts_with("BUSY"));
+    assert_eq!(q::<String>(&mut c, &["SCRIPT", "KILL"]), "OK");
+    script.join().unwrap();
+    q::<String>(&mut t, &["INCR", "xx"]);
+    assert!(e(&mut t, &["EXEC"])
+        .starts_with("EXECABORT Transaction discarded because of previous errors"));
+    assert_eq!(q::<String>(&mut c, &["GET", "xx"]), "1");
+}

@@ -89,6 +89,20 @@ impl<'a> Conn<'a> {
         Reply::ok()
     }
 
+    /// Takes over what a busy script's hook did to the transaction: began
+    /// one (MULTI), ended it (EXEC, DISCARD), or refused a command in it
+    /// (`failed`: EXEC aborts).
+    pub fn take_busy_tx(&mut self, multi: bool, failed: bool) {
+        if !multi {
+            if self.tx.is_some() {
+                self.end_multi();
+            }
+            return;
+        }
+        let tx = self.tx.get_or_insert_with(Tx::default);
+        tx.failed |= failed;
+    }
+
     /// Forgets the transaction and every watched key (DISCARD, EXEC, RESET).
     pub fn end_multi(&mut self) {
         self.tx = None;

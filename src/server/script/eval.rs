@@ -22,7 +22,7 @@ use super::{message, Vm};
 use crate::server::cmd::integer;
 use crate::server::conn::{Conn, Outcome};
 use crate::server::resp::Reply;
-use crate::server::shard::busy::Verdict;
+use crate::server::shard::busy::{Running, Verdict};
 use crate::server::table::{position, COMMANDS};
 
 /// What a script is run as.
@@ -143,12 +143,13 @@ fn killed_error(function: bool) -> mlua::Error {
 impl Conn<'_> {
     /// Runs a script or function to completion, as one atomic unit.
     pub fn run_script(&mut self, r: Run<'_>) -> Reply {
-        let (lua, lib, run, resp) = match self.vm() {
+        let (lua, lib, run, resp, loaded) = match self.vm() {
             Ok(vm) => (
                 vm.lua.clone(),
                 vm.lib.clone(),
                 vm.run.clone(),
                 vm.resp.clone(),
+                (vm.libraries.len(), vm.functions.len()),
             ),
             Err(e) => return e,
         };
@@ -179,6 +180,26 @@ impl Conn<'_> {
                 r.function,
             );
             let last = Cell::new(None::<Instant>);
+            // What FUNCTION STATS shows once the script is past the threshold.
+            let verb = match (r.function, read_only) {
+                (true, false) => "fcall",
+                (true, true) => "fcall_ro",
+                (false, false) => "evalsha",
+                (false, true) => "evalsha_ro",
+            };
+            let mut command = vec![
+                verb.as_bytes().to_vec(),
+                r.name.as_bytes().to_vec(),
+                r.keys.len().to_string().into_bytes(),
+            ];
+            command.extend(r.keys.iter().chain(r.args).cloned());
+            let running = RefCell::new(Some(Running {
+                name: r.name.to_string(),
+                command,
+                started,
+                libraries: loaded.0,
+                functions: loaded.1,
+            }));
             let _ = lua.set_hook(
                 HookTriggers::new().every_nth_instruction(100_000),
                 move |lua, _| {
@@ -189,6 +210,9 @@ impl Conn<'_> {
                             .is_some_and(|t| now.duration_since(t) < BUSY_POLL)
                     {
                         return Ok(VmState::Continue);
+                    }
+                    if let Some(r) = running.borrow_mut().take() {
+                        busy.set_running(Some(r));
                     }
                     last.set(Some(now));
                     if busy.serve(limits, open, function, wrote.get()) == Verdict::Continue {
@@ -225,6 +249,7 @@ impl Conn<'_> {
             Ok(out)
         });
         lua.remove_hook();
+        self.shard.busy().set_running(None);
         if !nested {
             self.shard.end_atomic();
         }

@@ -244,25 +244,7 @@ impl<'a> Conn<'a> {
             },
             b"restore" if (2..=3).contains(&args.len()) => self.function_restore(&args[1..]),
             b"stats" if args.len() == 1 => match self.vm() {
-                Ok(vm) => Reply::Map(vec![
-                    (Reply::bulk("running_script"), Reply::Nil),
-                    (
-                        Reply::bulk("engines"),
-                        Reply::Map(vec![(
-                            Reply::bulk("LUA"),
-                            Reply::Map(vec![
-                                (
-                                    Reply::bulk("libraries_count"),
-                                    Reply::Int(vm.libraries.len() as i64),
-                                ),
-                                (
-                                    Reply::bulk("functions_count"),
-                                    Reply::Int(vm.functions.len() as i64),
-                                ),
-                            ]),
-                        )]),
-                    ),
-                ]),
+                Ok(vm) => stats(Reply::Nil, vm.libraries.len(), vm.functions.len()),
                 Err(r) => r,
             },
             // A function runs to completion before any other command.
@@ -491,6 +473,24 @@ impl<'a> Conn<'a> {
             read_only: read_only || no_writes,
         })
     }
+}
+
+/// FUNCTION STATS: the script running (`Nil`: none), and the libraries
+/// and functions loaded.
+pub fn stats(running: Reply, libraries: usize, functions: usize) -> Reply {
+    Reply::Map(vec![
+        (Reply::bulk("running_script"), running),
+        (
+            Reply::bulk("engines"),
+            Reply::Map(vec![(
+                Reply::bulk("LUA"),
+                Reply::Map(vec![
+                    (Reply::bulk("libraries_count"), Reply::Int(libraries as i64)),
+                    (Reply::bulk("functions_count"), Reply::Int(functions as i64)),
+                ]),
+            )]),
+        ),
+    ])
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 mod bit;
 mod convert;
 mod eval;
-mod function;
+pub(crate) mod function;
 mod json;
 mod msgpack;
 

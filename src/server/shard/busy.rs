@@ -16,8 +16,10 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::server::resp::{Limits, Parsed, Parser, Reply};
+use crate::server::script::function::stats;
 use crate::server::Client;
 
 /// Bytes peeked at a time from one connection.
@@ -39,6 +41,32 @@ pub struct Entry {
     idle: bool,
     /// Bytes of replies the socket did not take, for the loop to send.
     owed: Vec<u8>,
+    /// Its protocol (HELLO), for the replies.
+    proto: u8,
+    /// Its transaction as the hook left it.
+    tx: TxState,
+}
+
+/// A connection's MULTI as a busy script's hook sees and changes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxState {
+    /// In MULTI.
+    pub multi: bool,
+    /// A command was refused (BUSY) while queuing: EXEC aborts.
+    pub failed: bool,
+    /// The hook changed it: the loop takes it over.
+    pub changed: bool,
+}
+
+/// The script that runs past its threshold, as FUNCTION STATS shows it.
+pub struct Running {
+    pub name: String,
+    /// The command that runs it.
+    pub command: Vec<Vec<u8>>,
+    pub started: Instant,
+    /// Libraries and functions loaded.
+    pub libraries: usize,
+    pub functions: usize,
 }
 
 impl Entry {
@@ -48,6 +76,8 @@ impl Entry {
             stream,
             idle: false,
             owed: Vec::new(),
+            proto: 2,
+            tx: TxState::default(),
         }
     }
 }
@@ -60,6 +90,7 @@ pub struct Busy {
     incoming: RefCell<Option<Receiver<Handoff>>>,
     /// New connections a busy script's hook took, for the loop to serve.
     arrived: RefCell<Vec<(Handoff, Option<Entry>)>>,
+    running: RefCell<Option<Running>>,
 }
 
 /// A new connection, as the acceptor hands it over.
@@ -98,11 +129,30 @@ impl Busy {
         }
     }
 
-    /// Whether connection `token` owes nothing and holds no request.
-    pub fn set_idle(&self, token: usize, idle: bool) {
+    /// Whether connection `token` owes nothing and holds no request, and
+    /// the protocol it speaks.
+    pub fn set_idle(&self, token: usize, idle: bool, proto: u8, multi: bool) {
         if let Some(Some(e)) = self.conns.borrow_mut().get_mut(token) {
             e.idle = idle;
+            e.proto = proto;
+            e.tx = TxState {
+                multi,
+                ..TxState::default()
+            };
         }
+    }
+
+    /// What the hook did to connection `token`'s transaction, if anything.
+    pub fn take_tx(&self, token: usize) -> Option<TxState> {
+        match self.conns.borrow_mut().get_mut(token) {
+            Some(Some(e)) if e.tx.changed => Some(std::mem::take(&mut e.tx)),
+            _ => None,
+        }
+    }
+
+    /// The script past its threshold, or (`None`) that it ended.
+    pub fn set_running(&self, r: Option<Running>) {
+        *self.running.borrow_mut() = r;
     }
 
     /// Replies to connection `token` answered while a script ran that its
@@ -118,7 +168,11 @@ impl Busy {
     pub fn owing(&self) -> Vec<usize> {
         let conns = self.conns.borrow();
         (0..conns.len())
-            .filter(|&t| conns[t].as_ref().is_some_and(|e| !e.owed.is_empty()))
+            .filter(|&t| {
+                conns[t]
+                    .as_ref()
+                    .is_some_and(|e| !e.owed.is_empty() || e.tx.changed)
+            })
             .collect()
     }
 
@@ -163,11 +217,11 @@ impl Busy {
                 match parser.parse(&buf[taken..n]) {
                     Ok(Parsed::Request(args, len)) => {
                         taken += len;
-                        let (reply, kill) = answer(&args, function, wrote);
+                        let (reply, kill) = self.answer(&args, &mut e.tx, function, wrote);
                         if kill {
                             verdict = Verdict::Kill;
                         }
-                        reply.encode(&mut out, 2);
+                        reply.encode(&mut out, e.proto);
                     }
                     Ok(Parsed::Skip(len)) => taken += len,
                     // Not whole yet, or not a request: the loop's.
@@ -195,41 +249,109 @@ impl Busy {
     }
 }
 
-/// The reply to a request sent while a script is busy, and whether it
-/// stops the script.
-fn answer(args: &[Vec<u8>], function: bool, wrote: bool) -> (Reply, bool) {
-    let word = |i: usize| args.get(i).map(|a| a.to_ascii_lowercase());
-    let (cmd, sub) = (word(0).unwrap_or_default(), word(1));
-    let busy = |kill_with: &str| {
-        Reply::Error(format!(
+impl Busy {
+    /// The reply to a request sent while a script is busy, and whether it
+    /// stops the script.
+    fn answer(
+        &self,
+        args: &[Vec<u8>],
+        tx: &mut TxState,
+        function: bool,
+        wrote: bool,
+    ) -> (Reply, bool) {
+        let word = |i: usize| args.get(i).map(|a| a.to_ascii_lowercase());
+        let (cmd, sub) = (word(0).unwrap_or_default(), word(1));
+        let busy = |kill_with: &str| {
+            Reply::Error(format!(
             "BUSY Redis is busy running a script. You can only call {kill_with} or SHUTDOWN NOSAVE."
         ))
-    };
-    let own = if function {
-        "FUNCTION KILL"
-    } else {
-        "SCRIPT KILL"
-    };
-    match (cmd.as_slice(), sub.as_deref(), args.len()) {
-        (b"script" | b"function", Some(b"kill"), 2) => {
-            let by_function = cmd == b"function";
-            if wrote {
-                (Reply::Error(
+        };
+        let own = if function {
+            "FUNCTION KILL"
+        } else {
+            "SCRIPT KILL"
+        };
+        match (cmd.as_slice(), sub.as_deref(), args.len()) {
+            (b"script" | b"function", Some(b"kill"), 2) => {
+                let by_function = cmd == b"function";
+                if wrote {
+                    (Reply::Error(
                     "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.".into(),
                 ), false)
-            } else if by_function != function {
-                // SCRIPT KILL of a function, FUNCTION KILL of a script.
+                } else if by_function != function {
+                    // SCRIPT KILL of a function, FUNCTION KILL of a script.
+                    (busy(own), false)
+                } else {
+                    (Reply::Simple("OK".into()), true)
+                }
+            }
+            (b"function", Some(b"stats"), 2) => (self.stats(), false),
+            (b"shutdown", Some(b"nosave"), 2) => {
+                tracing::warn!("SHUTDOWN NOSAVE while a script runs: exiting at once");
+                println!("SHUTDOWN NOSAVE while a script runs: exiting at once");
+                let _ = std::io::stdout().flush();
+                std::process::exit(0);
+            }
+            // MULTI and DISCARD go on (Redis lets them); EXEC ends the
+            // transaction unrun, and anything else refused while queuing
+            // makes it fail.
+            (b"multi", None, 1) if tx.multi => (Reply::err("MULTI calls can not be nested"), false),
+            (b"multi", None, 1) => {
+                *tx = TxState {
+                    multi: true,
+                    failed: false,
+                    changed: true,
+                };
+                (Reply::Simple("OK".into()), false)
+            }
+            (b"discard", None, 1) if tx.multi => {
+                *tx = TxState {
+                    changed: true,
+                    ..TxState::default()
+                };
+                (Reply::Simple("OK".into()), false)
+            }
+            (b"exec", None, 1) if tx.multi => {
+                *tx = TxState {
+                    changed: true,
+                    ..TxState::default()
+                };
+                let Reply::Error(why) = busy(own) else {
+                    unreachable!("busy is an error")
+                };
+                (
+                    Reply::Error(format!("EXECABORT Transaction discarded because of: {why}")),
+                    false,
+                )
+            }
+            _ => {
+                if tx.multi {
+                    tx.failed = true;
+                    tx.changed = true;
+                }
                 (busy(own), false)
-            } else {
-                (Reply::Simple("OK".into()), true)
             }
         }
-        (b"shutdown", Some(b"nosave"), 2) => {
-            tracing::warn!("SHUTDOWN NOSAVE while a script runs: exiting at once");
-            println!("SHUTDOWN NOSAVE while a script runs: exiting at once");
-            let _ = std::io::stdout().flush();
-            std::process::exit(0);
+    }
+
+    /// FUNCTION STATS while the script runs.
+    fn stats(&self) -> Reply {
+        match &*self.running.borrow() {
+            Some(r) => {
+                let running = Reply::Map(vec![
+                    (Reply::bulk("name"), Reply::bulk(r.name.as_str())),
+                    (
+                        Reply::bulk("command"),
+                        Reply::Array(r.command.iter().map(|a| Reply::Bulk(a.clone())).collect()),
+                    ),
+                    (
+                        Reply::bulk("duration_ms"),
+                        Reply::Int(r.started.elapsed().as_millis() as i64),
+                    ),
+                ]);
+                stats(running, r.libraries, r.functions)
+            }
+            None => stats(Reply::Nil, 0, 0),
         }
-        _ => (busy(own), false),
     }
 }
