@@ -449,3 +449,28 @@ fn a_transaction_that_meets_a_busy_script_runs_whole_or_not_at_all() {
         .starts_with("EXECABORT Transaction discarded because of previous errors"));
     assert_eq!(q::<String>(&mut c, &["GET", "xx"]), "1");
 }
+
+#[test]
+fn the_struct_library_packs_and_unpacks() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    assert_eq!(
+        q::<Vec<i64>>(
+            &mut c,
+            &[
+                "EVAL",
+                "return {struct.unpack('>I2i1', struct.pack('>I2i1', 513, -3))}",
+                "0"
+            ]
+        ),
+        [513, -3, 4]
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["EVAL", "return struct.size('<!4 B I d')", "0"]),
+        16
+    );
+    assert!(e(&mut c, &["EVAL", "return struct.pack('q', 1)", "0"])
+        .contains("invalid format option 'q'"));
+    assert!(e(&mut c, &["EVAL", "struct.pack = nil", "0"]).contains("readonly"));
+}

@@ -14,6 +14,7 @@ mod eval;
 pub(crate) mod function;
 mod json;
 mod msgpack;
+mod struct_lib;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -63,6 +64,7 @@ impl Vm {
         g.set("bit", bit::library(&lua)?)?;
         g.set("cjson", json::library(&lua)?)?;
         g.set("cmsgpack", msgpack::library(&lua)?)?;
+        g.set("struct", struct_lib::library(&lua)?)?;
         let (lib, run, library_env, activate): (Table, Function, Function, Function) =
             lua.load(PRELUDE).set_name("@prelude").call(())?;
         Ok(Vm {
