@@ -219,25 +219,18 @@ pub fn pack(fmt: &[u8], args: &[Value]) -> Result<Vec<u8>> {
                 arg += 1;
                 int_bytes(n.trunc() as i128, size, f.little, &mut out);
             }
-            Field::Float => {
-                let n = number_arg(args, arg)? as f32;
-                arg += 1;
-                let b = if f.little {
-                    n.to_le_bytes()
-                } else {
-                    n.to_be_bytes()
-                };
-                out.extend_from_slice(&b);
-            }
-            Field::Double => {
+            Field::Float | Field::Double => {
                 let n = number_arg(args, arg)?;
                 arg += 1;
-                let b = if f.little {
-                    n.to_le_bytes()
+                let start = out.len();
+                if field == Field::Float {
+                    out.extend_from_slice(&(n as f32).to_le_bytes());
                 } else {
-                    n.to_be_bytes()
-                };
-                out.extend_from_slice(&b);
+                    out.extend_from_slice(&n.to_le_bytes());
+                }
+                if !f.little {
+                    out[start..].reverse();
+                }
             }
             Field::ZString => {
                 let s = string_arg(args, arg)?;
