@@ -300,33 +300,17 @@ pub fn unpack(lua: &Lua, fmt: &[u8], data: &[u8], start: usize) -> Result<MultiV
                 out.push(Value::Number(n));
                 pos += size;
             }
-            Field::Float => {
-                let b: [u8; 4] = data
-                    .get(pos..pos + 4)
-                    .ok_or_else(short)?
-                    .try_into()
-                    .expect("4 bytes");
-                let v = if f.little {
-                    f32::from_le_bytes(b)
-                } else {
-                    f32::from_be_bytes(b)
-                };
-                out.push(Value::Number(f64::from(v)));
-                pos += 4;
-            }
-            Field::Double => {
-                let b: [u8; 8] = data
-                    .get(pos..pos + 8)
-                    .ok_or_else(short)?
-                    .try_into()
-                    .expect("8 bytes");
-                let v = if f.little {
-                    f64::from_le_bytes(b)
-                } else {
-                    f64::from_be_bytes(b)
+            Field::Float | Field::Double => {
+                let mut le = data.get(pos..pos + need).ok_or_else(short)?.to_vec();
+                if !f.little {
+                    le.reverse();
+                }
+                let v = match le.try_into() {
+                    Ok(b4) => f64::from(f32::from_le_bytes(b4)),
+                    Err(b8) => f64::from_le_bytes(b8.try_into().expect("4 or 8 bytes")),
                 };
                 out.push(Value::Number(v));
-                pos += 8;
+                pos += need;
             }
             Field::ZString => {
                 let rest = data.get(pos..).ok_or_else(short)?;

@@ -91,6 +91,9 @@ pub struct Busy {
     /// New connections a busy script's hook took, for the loop to serve.
     arrived: RefCell<Vec<(Handoff, Option<Entry>)>>,
     running: RefCell<Option<Running>>,
+    /// Some connection has owed replies or a changed transaction, so the
+    /// loop need not look at every one each turn.
+    owing: std::cell::Cell<bool>,
 }
 
 /// A new connection, as the acceptor hands it over.
@@ -166,6 +169,9 @@ impl Busy {
 
     /// The connections with such replies.
     pub fn owing(&self) -> Vec<usize> {
+        if !self.owing.replace(false) {
+            return Vec::new();
+        }
         let conns = self.conns.borrow();
         (0..conns.len())
             .filter(|&t| {
@@ -244,6 +250,9 @@ impl Busy {
                 }
             }
             e.owed.extend_from_slice(&out[sent..]);
+            if !e.owed.is_empty() || e.tx.changed {
+                self.owing.set(true);
+            }
         }
         verdict
     }
