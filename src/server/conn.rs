@@ -105,6 +105,9 @@ struct Slot<'a> {
     reply: Reply,
     weight: usize,
     deps: Deps<'a>,
+    /// A published message: dropped, not answered with an error, when a
+    /// write it waited for failed (what it told of did not happen).
+    message: bool,
 }
 
 /// What running a request asks of the connection.
@@ -166,6 +169,9 @@ pub struct Conn<'a> {
     /// The time the running command judges expiry by (milliseconds since
     /// the epoch), as Redis's command time snapshot; 0 until it asks.
     pub now: u64,
+    /// Whether the running command only reads: a key it finds missing is
+    /// a `keymiss` event ([`super::notify::KEY_MISS`]), as in Redis.
+    pub reading: bool,
     /// The transaction being queued (MULTI).
     pub tx: Option<Tx>,
     /// The keys it watches.
@@ -194,6 +200,7 @@ impl<'a> Conn<'a> {
             held: 0,
             out: Vec::with_capacity(16 * 1024),
             now: 0,
+            reading: false,
             tx: None,
             watching: Vec::new(),
             token: 0,
@@ -302,6 +309,16 @@ impl<'a> Conn<'a> {
     /// command that made it depends on.
     pub fn push(&mut self, r: Reply) {
         let deps = std::mem::take(&mut self.deps);
+        self.hold(r, deps, false);
+    }
+
+    /// Queues a published message after every earlier reply, waiting for
+    /// the writes its publisher had read or made.
+    pub fn push_message(&mut self, r: Reply, deps: Deps<'a>) {
+        self.hold(r, deps, true);
+    }
+
+    fn hold(&mut self, r: Reply, deps: Deps<'a>, message: bool) {
         if self.slots.is_empty() && deps.is_empty() {
             r.encode(&mut self.out, self.proto);
         } else {
@@ -311,6 +328,7 @@ impl<'a> Conn<'a> {
                 reply: r,
                 weight,
                 deps,
+                message,
             });
             self.shared.metrics.replies_held(1, weight as i64);
         }
@@ -325,6 +343,7 @@ impl<'a> Conn<'a> {
             self.shared.metrics.replies_held(-1, -(slot.weight as i64));
             match slot.deps.failure() {
                 None => slot.reply.encode(&mut self.out, self.proto),
+                Some(_) if slot.message => {}
                 Some(why) => Reply::err(why).encode(&mut self.out, self.proto),
             }
         }

@@ -371,6 +371,8 @@ impl<'a> Loop<'a> {
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
         self.sweep.run(self.shared, &self.shard);
+        // The `expired` events of the cycle.
+        self.deliver();
         // Replies whose writes were acknowledged.
         for i in std::mem::take(&mut self.waiting) {
             let Some(c) = self.conns[i].as_mut() else {
@@ -498,14 +500,14 @@ impl<'a> Loop<'a> {
     /// disconnected, as Redis's `client-output-buffer-limit pubsub`.
     fn deliver(&mut self) {
         let outbox = self.shard.pubsub().take_outbox();
-        for (t, msg) in outbox {
+        for (t, msg, deps) in outbox {
             let Some(c) = self.conns.get_mut(t).and_then(|c| c.as_mut()) else {
                 continue;
             };
             if c.dead {
                 continue;
             }
-            c.conn.push(msg);
+            c.conn.push_message(msg, deps);
             if c.conn.owed() > PUBSUB_LIMIT {
                 tracing::warn!(
                     "client {} ({}): over the pub/sub output limit of {PUBSUB_LIMIT} bytes; closing it",

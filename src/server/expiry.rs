@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::keys;
 use super::meta::Meta;
+use super::notify;
 use super::shard::{Deps, Shard};
 use super::Shared;
 use crate::config::Durability;
@@ -74,22 +75,30 @@ impl Expiry {
         loop {
             let due = shard.scan(&from, Some(&end), STEP, &mut deps)?;
             let mut writes = Vec::with_capacity(2 * due.len());
+            let mut expired = Vec::new();
             for (entry, _) in &due {
                 if let Some((at, key)) = keys::decode_expiry(entry) {
                     let meta = keys::meta(key);
                     let dead = shard
                         .get(&meta, &mut deps)?
                         .and_then(Meta::decode)
-                        .is_some_and(|m| m.version < floor || m.expire_at == Some(at));
-                    if dead {
+                        .map(|m| (m.version < floor, m.expire_at == Some(at)));
+                    if let Some((flushed, due)) = dead.filter(|(f, d)| *f || *d) {
                         writes.push((meta, None));
                         shared.metrics.key_expired();
+                        if due && !flushed {
+                            expired.push(key.to_vec());
+                        }
                     }
                 }
                 writes.push((entry.clone(), None));
             }
             shard.note_writes(&writes);
             shard.write(level, writes, &mut deps);
+            let flags = shared.settings.notify_flags();
+            for key in expired {
+                notify::publish(shard, flags, notify::EXPIRED, "expired", &key, &deps);
+            }
             match due.last() {
                 Some((last, _)) if due.len() == STEP && started.elapsed() < BUDGET => {
                     from = last.clone();

@@ -24,6 +24,7 @@ pub mod keys;
 mod meta;
 pub mod metrics;
 mod multi;
+mod notify;
 mod pubsub;
 pub mod resp;
 mod run;

@@ -150,7 +150,11 @@ impl<'a> Conn<'a> {
     }
 
     pub fn publish(&mut self, shard: bool, channel: &[u8], message: &[u8]) -> Reply {
-        Reply::Int(self.shard.pubsub().publish(shard, channel, message) as i64)
+        let n = self
+            .shard
+            .pubsub()
+            .publish(shard, channel, message, &self.deps);
+        Reply::Int(n as i64)
     }
 
     pub fn pubsub_command(&mut self, args: &[Vec<u8>]) -> Reply {

@@ -9,10 +9,11 @@
 //! devices and it has no replicas), which CONFIG SET takes and CONFIG GET
 //! reports so that clients and tools that set them keep working.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use super::glob;
+use super::notify;
 use super::ServerOptions;
 use crate::config::Durability;
 
@@ -59,7 +60,6 @@ const INERT: &[(&str, &str, Form)] = &[
     ("slowlog-max-len", "128", Form::Int),
     ("latency-tracking", "yes", Form::Bool),
     ("latency-monitor-threshold", "0", Form::Int),
-    ("notify-keyspace-events", "", Form::Text),
     ("maxmemory-policy", "noeviction", Form::Text),
     ("lua-time-limit", "5000", Form::Int),
     ("busy-reply-threshold", "5000", Form::Int),
@@ -73,6 +73,8 @@ pub struct Settings {
     durability: AtomicU8,
     /// Active expiry cycles a second (`hz`).
     hz: AtomicU64,
+    /// `notify-keyspace-events`, as flags.
+    notify: AtomicU32,
     inert: Mutex<Vec<(&'static str, String, Form)>>,
     /// What the device map fixes, by Redis's names.
     fixed: Vec<(&'static str, String)>,
@@ -129,6 +131,7 @@ impl Settings {
         Settings {
             durability: AtomicU8::new(level_code(o.durability)),
             hz: AtomicU64::new(10),
+            notify: AtomicU32::new(0),
             inert: Mutex::new(
                 INERT
                     .iter()
@@ -170,7 +173,12 @@ impl Settings {
         self.hz.load(Ordering::Relaxed)
     }
 
-    /// Every setting whose name matches one of `patterns`, once each.
+    /// The classes of keyspace notifications enabled
+    /// (`notify-keyspace-events`, [`super::notify`]).
+    pub fn notify_flags(&self) -> u32 {
+        self.notify.load(Ordering::Relaxed)
+    }
+
     /// The number a setting of Redis's that Stria takes holds (such as
     /// `busy-reply-threshold`).
     pub fn number(&self, name: &str) -> Option<i64> {
@@ -181,6 +189,7 @@ impl Settings {
             .and_then(|(_, v, _)| v.parse().ok())
     }
 
+    /// Every setting whose name matches one of `patterns`, once each.
     pub fn get(&self, patterns: &[Vec<u8>]) -> Vec<(String, String)> {
         let mut all: Vec<(String, String)> = self
             .fixed
@@ -189,6 +198,10 @@ impl Settings {
             .collect();
         all.push(("appendfsync".into(), appendfsync(self.durability()).into()));
         all.push(("hz".into(), self.hz().to_string()));
+        all.push((
+            "notify-keyspace-events".into(),
+            notify::format(self.notify_flags()),
+        ));
         for (n, v, _) in self.inert.lock().expect("settings lock").iter() {
             all.push((n.to_string(), v.clone()));
         }
@@ -226,6 +239,16 @@ impl Settings {
                         ))
                     }
                 }
+            } else if name == "notify-keyspace-events" {
+                match notify::parse(value.as_bytes()) {
+                    Some(f) => f.to_string(),
+                    None => {
+                        return Err(invalid(
+                            &name,
+                            "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.",
+                        ))
+                    }
+                }
             } else if self.fixed.iter().any(|(n, _)| *n == name) {
                 return Err(invalid(
                     &name,
@@ -252,6 +275,9 @@ impl Settings {
                 }
                 "hz" => self
                     .hz
+                    .store(value.parse().expect("checked"), Ordering::Relaxed),
+                "notify-keyspace-events" => self
+                    .notify
                     .store(value.parse().expect("checked"), Ordering::Relaxed),
                 _ => {
                     // Redis's aliases: either name sets both.

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 use crate::harness::{tempdir, Map, Server};
 use crate::{q, read_line, resp};
 
-fn send(s: &mut std::net::TcpStream, args: &[&str]) {
+pub fn send(s: &mut std::net::TcpStream, args: &[&str]) {
     let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
     s.write_all(&resp(&a)).unwrap();
 }
 
 /// The next reply of `n` lines, joined by spaces, type bytes and lengths
 /// left out: `*3 $9 subscribe $4 news :1` reads as `subscribe news 1`.
-fn lines(s: &mut std::net::TcpStream, n: usize) -> String {
+pub fn lines(s: &mut std::net::TcpStream, n: usize) -> String {
     let mut out = Vec::new();
     for _ in 0..n {
         let l = read_line(s);

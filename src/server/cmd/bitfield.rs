@@ -239,6 +239,7 @@ impl<'a> Conn<'a> {
         }
         if writes {
             self.update_string(key, m, v)?;
+            self.notify(crate::server::notify::STRING, "setbit", key);
         }
         Ok(Reply::Array(out))
     }

@@ -5,6 +5,7 @@ use super::{integer, not_integer, syntax_error, wrong_type, Res};
 use crate::server::conn::Conn;
 use crate::server::keys;
 use crate::server::meta::{Meta, Type};
+use crate::server::notify::{GENERIC, STRING};
 use crate::server::resp::Reply;
 
 /// The largest bit offset, as Redis's 512 MiB strings allow.
@@ -78,6 +79,7 @@ impl<'a> Conn<'a> {
             v[byte] &= !mask;
         }
         self.update_string(key, m, v)?;
+        self.notify(STRING, "setbit", key);
         Ok(Reply::Int(was as i64))
     }
 
@@ -202,6 +204,7 @@ impl<'a> Conn<'a> {
         if out.is_empty() {
             if self.lookup(dst)?.is_some() {
                 self.write(vec![(keys::meta(dst), None)]);
+                self.notify(GENERIC, "del", dst);
             }
         } else {
             let mut writes = Vec::new();
@@ -212,6 +215,7 @@ impl<'a> Conn<'a> {
                 Some(crate::server::meta::encode_string(v, None, &out)),
             ));
             self.write(writes);
+            self.notify(STRING, "set", dst);
         }
         Ok(Reply::Int(len as i64))
     }

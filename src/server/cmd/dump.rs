@@ -7,6 +7,7 @@
 //! metadata counts exactly the elements there are before it writes the
 //! key, under a new version, in one write.
 
+use crate::server::notify::GENERIC;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::{integer, not_integer, syntax_error, Res, Writes};
@@ -231,10 +232,18 @@ impl<'a> Conn<'a> {
         if expire_at.is_some_and(|at| at <= self.now()) {
             // Already expired: nothing to make, what was there goes.
             if old.is_some() {
-                super::index_expiry(key, None, old.and_then(|o| o.expire_at), &mut writes);
+                super::index_expiry(
+                    key,
+                    None,
+                    old.as_ref().and_then(|o| o.expire_at),
+                    &mut writes,
+                );
                 writes.push((keys::meta(key), None));
             }
             self.write(writes);
+            if old.is_some() {
+                self.notify(GENERIC, "del", key);
+            }
             return Ok(Reply::ok());
         }
         m.version = self.new_version()?;
@@ -244,6 +253,7 @@ impl<'a> Conn<'a> {
         }
         self.put(key, &m, old.as_ref(), &mut writes);
         self.write(writes);
+        self.notify(GENERIC, "restore", key);
         Ok(Reply::ok())
     }
 }

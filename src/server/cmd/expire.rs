@@ -7,6 +7,7 @@
 use super::{index_expiry, integer, not_integer, Res};
 use crate::server::conn::Conn;
 use crate::server::keys;
+use crate::server::notify::GENERIC;
 use crate::server::resp::Reply;
 
 /// What an expiry argument counts.
@@ -125,6 +126,7 @@ impl<'a> Conn<'a> {
             index_expiry(key, None, m.expire_at, &mut writes);
             writes.push((keys::meta(key), None));
             self.write(writes);
+            self.notify(GENERIC, "del", key);
             return Ok(Reply::Int(1));
         }
         let mut next = m.clone();
@@ -132,6 +134,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.put(key, &next, Some(&m), &mut writes);
         self.write(writes);
+        self.notify(GENERIC, "expire", key);
         Ok(Reply::Int(1))
     }
 
@@ -167,6 +170,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.put(key, &next, Some(&m), &mut writes);
         self.write(writes);
+        self.notify(GENERIC, "persist", key);
         Ok(Reply::Int(1))
     }
 }

@@ -8,6 +8,7 @@ use super::{
 use crate::server::conn::Conn;
 use crate::server::keys::{self, FIELD};
 use crate::server::meta::{Meta, Type};
+use crate::server::notify::{GENERIC, HASH};
 use crate::server::resp::Reply;
 
 impl<'a> Conn<'a> {
@@ -89,6 +90,7 @@ impl<'a> Conn<'a> {
             .map(|p| (p[0].as_slice(), p[1].as_slice()))
             .collect();
         let added = self.set_fields(key, &pairs)?;
+        self.notify(HASH, "hset", key);
         Ok(if name == "hmset" {
             Reply::ok()
         } else {
@@ -103,6 +105,7 @@ impl<'a> Conn<'a> {
             }
         }
         self.set_fields(key, &[(field, value)])?;
+        self.notify(HASH, "hset", key);
         Ok(Reply::Int(1))
     }
 
@@ -154,6 +157,10 @@ impl<'a> Conn<'a> {
             writes.push((keys::meta(key), Some(m.encode())));
         }
         self.write(writes);
+        self.notify(HASH, "hdel", key);
+        if left == 0 {
+            self.notify(GENERIC, "del", key);
+        }
         Ok(Reply::Int(removed as i64))
     }
 
@@ -210,6 +217,7 @@ impl<'a> Conn<'a> {
             .checked_add(by)
             .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
         self.set_fields(key, &[(field, next.to_string().as_bytes())])?;
+        self.notify(HASH, "hincrby", key);
         Ok(Reply::Int(next))
     }
 
@@ -231,6 +239,7 @@ impl<'a> Conn<'a> {
         }
         let text = format_float(next);
         self.set_fields(key, &[(field, text.as_bytes())])?;
+        self.notify(HASH, "hincrbyfloat", key);
         Ok(Reply::bulk(text))
     }
 

@@ -1,6 +1,7 @@
 //! The keyspace: DEL, EXISTS, TYPE, RENAME, SCAN, KEYS, RANDOMKEY, DBSIZE,
 //! FLUSHALL. Deleting a key of any type is one write of its metadata.
 
+use crate::server::notify::GENERIC;
 use std::sync::atomic::Ordering;
 
 use super::{integer, not_integer, scan_options, syntax_error, Res, Writes};
@@ -66,7 +67,14 @@ impl<'a> Conn<'a> {
             }
         }
         let n = writes.len() as i64;
+        let gone: Vec<Vec<u8>> = writes
+            .iter()
+            .filter_map(|(k, _)| keys::decode(k).map(|(key, _)| key))
+            .collect();
         self.write(writes);
+        for k in gone {
+            self.notify(GENERIC, "del", &k);
+        }
         Ok(Reply::Int(n))
     }
 
@@ -105,6 +113,8 @@ impl<'a> Conn<'a> {
         self.put(to, &next, None, &mut writes);
         writes.push((keys::meta(from), None));
         self.write(writes);
+        self.notify(GENERIC, "rename_from", from);
+        self.notify(GENERIC, "rename_to", to);
         Ok(if nx { Reply::Int(1) } else { Reply::ok() })
     }
 
@@ -154,6 +164,7 @@ impl<'a> Conn<'a> {
         let mut writes = self.copy_elements(from, &m, to, next.version)?;
         self.put(to, &next, None, &mut writes);
         self.write(writes);
+        self.notify(GENERIC, "copy_to", to);
         Ok(Reply::Int(1))
     }
 

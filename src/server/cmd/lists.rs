@@ -8,6 +8,7 @@ use super::{integer, mpop_args, not_integer, syntax_error, wrong_type, Res, Writ
 use crate::server::conn::Conn;
 use crate::server::keys::{self, ITEM};
 use crate::server::meta::{Body, Meta, Type};
+use crate::server::notify::{GENERIC, LIST};
 use crate::server::resp::Reply;
 use crate::server::shard::CHUNK;
 
@@ -174,7 +175,23 @@ impl<'a> Conn<'a> {
         let len = m.count();
         self.put(key, &m, old.as_ref(), &mut writes);
         self.write(writes);
+        self.notify_push(key, end);
         Ok(Reply::Int(len as i64))
+    }
+
+    /// A push's event: `lpush` or `rpush`.
+    pub(super) fn notify_push(&mut self, key: &[u8], end: End) {
+        let event = if end == End::Left { "lpush" } else { "rpush" };
+        self.notify(LIST, event, key);
+    }
+
+    /// A pop's events: `lpop` or `rpop`, and `del` when it emptied the list.
+    pub(super) fn notify_pop(&mut self, key: &[u8], end: End, emptied: bool) {
+        let event = if end == End::Left { "lpop" } else { "rpop" };
+        self.notify(LIST, event, key);
+        if emptied {
+            self.notify(GENERIC, "del", key);
+        }
     }
 
     /// Pops up to `count` elements at `end` of list `m`: the elements and
@@ -233,6 +250,7 @@ impl<'a> Conn<'a> {
         }
         let (got, writes) = self.pop_items(key, &mut m, count.unwrap_or(1) as u64, end)?;
         self.write(writes);
+        self.notify_pop(key, end, m.count() == 0);
         Ok(match count {
             None => got.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
             Some(_) => Reply::Array(got.into_iter().map(Reply::Bulk).collect()),
@@ -289,6 +307,7 @@ impl<'a> Conn<'a> {
             return Err(Reply::err("index out of range"));
         };
         self.write(vec![(item(key, &m, pos), Some(elem.to_vec()))]);
+        self.notify(LIST, "lset", key);
         Ok(Reply::ok())
     }
 
@@ -368,6 +387,7 @@ impl<'a> Conn<'a> {
         let len = m.count();
         self.put(key, &m, Some(&old), &mut writes);
         self.write(writes);
+        self.notify(LIST, "linsert", key);
         Ok(Reply::Int(len as i64))
     }
 
@@ -425,6 +445,10 @@ impl<'a> Conn<'a> {
             self.put(key, &m, Some(&old), &mut writes);
         }
         self.write(writes);
+        self.notify(LIST, "lrem", key);
+        if removed == all.len() {
+            self.notify(GENERIC, "del", key);
+        }
         Ok(Reply::Int(removed as i64))
     }
 
@@ -437,6 +461,7 @@ impl<'a> Conn<'a> {
         };
         let (head, tail) = m.ends();
         let mut writes = Vec::new();
+        let emptied = range(start, stop, m.count()).is_none();
         match range(start, stop, m.count()) {
             None => writes.push((keys::meta(key), None)),
             Some((a, b)) => {
@@ -453,6 +478,10 @@ impl<'a> Conn<'a> {
             }
         }
         self.write(writes);
+        self.notify(LIST, "ltrim", key);
+        if emptied {
+            self.notify(GENERIC, "del", key);
+        }
         Ok(Reply::ok())
     }
 
@@ -534,12 +563,15 @@ impl<'a> Conn<'a> {
             // Rotating a list of one element leaves it as it is.
             let (head, _) = src.ends();
             let got = self.items(from, &src, head, head + 1)?;
+            self.notify_push(to, into);
+            self.notify_pop(from, out, false);
             return Ok(Reply::Bulk(got.into_iter().next().expect("one element")));
         }
         let before = src.clone();
         let (got, mut writes) = self.pop_items(from, &mut src, 1, out)?;
         let elem = got.into_iter().next().expect("a list has an element");
-        let (mut m, old) = match dst {
+        let src_left = src.count();
+        let (mut m, old) = match dst.clone() {
             // The same list: push onto what the pop left (its metadata is
             // written once, after).
             None => {
@@ -552,6 +584,8 @@ impl<'a> Conn<'a> {
         self.push_items(to, &mut m, std::slice::from_ref(&elem), into, &mut writes);
         self.put(to, &m, old.as_ref(), &mut writes);
         self.write(writes);
+        self.notify_push(to, into);
+        self.notify_pop(from, out, dst.is_some() && src_left == 0);
         Ok(Reply::Bulk(elem))
     }
 
@@ -565,6 +599,7 @@ impl<'a> Conn<'a> {
             if let Some(mut m) = self.list(k)? {
                 let (got, writes) = self.pop_items(k, &mut m, count, end)?;
                 self.write(writes);
+                self.notify_pop(k, end, m.count() == 0);
                 return Ok(Reply::Array(vec![
                     Reply::Bulk(k.clone()),
                     Reply::Array(got.into_iter().map(Reply::Bulk).collect()),

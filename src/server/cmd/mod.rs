@@ -36,6 +36,7 @@ use super::command::show;
 use super::conn::{Conn, Outcome};
 use super::keys;
 use super::meta::{Meta, Type, MAX_HEADER};
+use super::notify;
 use super::resp::Reply;
 use super::shard::CHUNK;
 use super::table::Spec;
@@ -291,6 +292,7 @@ impl<'a> Conn<'a> {
             writes.push((keys::meta(key), None));
             self.write(writes);
             self.shared.metrics.key_expired();
+            self.notify(notify::EXPIRED, "expired", key);
             return Ok(false);
         }
         Ok(true)
@@ -299,10 +301,23 @@ impl<'a> Conn<'a> {
     /// `key`'s metadata, `None` when the key does not exist.
     pub(super) fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
         let Some(raw) = self.get_raw(&keys::meta(key))? else {
+            self.missed(key);
             return Ok(None);
         };
         let m = Meta::decode(raw).ok_or_else(|| corrupt(key))?;
-        Ok(if self.alive(key, &m)? { Some(m) } else { None })
+        if self.alive(key, &m)? {
+            Ok(Some(m))
+        } else {
+            self.missed(key);
+            Ok(None)
+        }
+    }
+
+    /// A read command found `key` missing: its `keymiss` event.
+    fn missed(&mut self, key: &[u8]) {
+        if self.reading {
+            self.notify(notify::KEY_MISS, "keymiss", key);
+        }
     }
 
     /// `key`'s metadata if it is of type `want`; WRONGTYPE if of another.
@@ -333,8 +348,21 @@ impl<'a> Conn<'a> {
             return;
         }
         self.shared.metrics.changed();
+        let created = self.created(&writes);
         self.shard.note_writes(&writes);
         self.shard.write(self.durability, writes, &mut self.deps);
+        for key in created {
+            self.notify(notify::NEW, "new", &key);
+        }
+    }
+
+    /// The events of removing `n` elements of collection `m`: `event` of
+    /// `class`, and `del` when none are left.
+    fn notify_removed(&mut self, class: u32, key: &[u8], event: &str, m: &Meta, n: usize) {
+        self.notify(class, event, key);
+        if m.count() <= n as u64 {
+            self.notify(notify::GENERIC, "del", key);
+        }
     }
 
     /// Writes keys of the server's own (function libraries) at the
@@ -468,6 +496,7 @@ impl<'a> Conn<'a> {
             }
         }
         self.now = 0;
+        self.reading = spec.flags.contains(&"readonly");
         let name = spec.name;
         if blocking::BLOCKING.contains(&name) || blocking::reads_blocked(name, &args) {
             return self.blocking(spec, args);

@@ -7,6 +7,7 @@
 //! spread over the set rather than piled up where every next pop would
 //! have to step over it.
 
+use crate::server::notify::{GENERIC, SET};
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::Rng;
 
@@ -130,6 +131,9 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         let added = self.add_members(key, old.as_ref(), members, &mut writes)?;
         self.write(writes);
+        if added > 0 {
+            self.notify(SET, "sadd", key);
+        }
         Ok(Reply::Int(added as i64))
     }
 
@@ -166,6 +170,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.remove_members(key, &m, &gone, &mut writes);
         self.write(writes);
+        self.notify_removed(SET, key, "srem", &m, gone.len());
         Ok(Reply::Int(gone.len() as i64))
     }
 
@@ -261,6 +266,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.remove_members(key, &m, &got, &mut writes);
         self.write(writes);
+        self.notify_removed(SET, key, "spop", &m, got.len());
         Ok(match count {
             None => got.into_iter().next().map_or(Reply::Nil, Reply::Bulk),
             Some(_) => members_reply(got),
@@ -324,8 +330,12 @@ impl<'a> Conn<'a> {
         }
         let mut writes = Vec::new();
         self.remove_members(from, &src, &[member.to_vec()], &mut writes);
-        self.add_members(to, dst.as_ref(), &[member.to_vec()], &mut writes)?;
+        let added = self.add_members(to, dst.as_ref(), &[member.to_vec()], &mut writes)?;
         self.write(writes);
+        self.notify_removed(SET, from, "srem", &src, 1);
+        if added > 0 {
+            self.notify(SET, "sadd", to);
+        }
         Ok(Reply::Int(1))
     }
 
@@ -384,6 +394,16 @@ impl<'a> Conn<'a> {
             self.add_members(dst, None, &result, &mut writes)?;
         }
         self.write(writes);
+        if !result.is_empty() {
+            let event = match op {
+                Op::Inter => "sinterstore",
+                Op::Union => "sunionstore",
+                Op::Diff => "sdiffstore",
+            };
+            self.notify(SET, event, dst);
+        } else if old.is_some() {
+            self.notify(GENERIC, "del", dst);
+        }
         Ok(Reply::Int(result.len() as i64))
     }
 

@@ -5,6 +5,7 @@
 //! a pattern `p*->f` reads field `f` of hash `p<element>`, `GET #` is the
 //! element itself, and a missing BY key sorts as 0 (or first, ALPHA).
 
+use crate::server::notify;
 use std::cmp::Ordering;
 
 use super::lists::End;
@@ -223,6 +224,11 @@ impl<'a> Conn<'a> {
             self.put(dst, &m, old.as_ref(), &mut writes);
         }
         self.write(writes);
+        if n > 0 {
+            self.notify(notify::LIST, "sortstore", dst);
+        } else if old.is_some() {
+            self.notify(notify::GENERIC, "del", dst);
+        }
         Ok(Reply::Int(n as i64))
     }
 }

@@ -5,6 +5,7 @@ use super::stream_groups::{decode_pending, encode_group, encode_pending, ms_arg,
 use super::streams::{entries_reply, format_id, next_id, parse_id};
 use super::{integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
+use crate::server::notify::STREAM;
 use crate::server::resp::Reply;
 
 /// A claimed entry as XCLAIM and XAUTOCLAIM reply it.
@@ -29,12 +30,14 @@ impl<'a> Conn<'a> {
         mut writes: Writes,
     ) -> Res<()> {
         let now = self.now();
-        let active = self
-            .consumer(key, m, group, consumer)?
-            .map_or(0, |(_, a)| a);
+        let known = self.consumer(key, m, group, consumer)?;
+        let active = known.map_or(0, |(_, a)| a);
         let active = if claimed { now } else { active };
         self.put_consumer(key, m, group, consumer, (now, active), &mut writes);
         self.write(writes);
+        if known.is_none() {
+            self.notify(STREAM, "xgroup-createconsumer", key);
+        }
         Ok(())
     }
 

@@ -18,6 +18,7 @@ use super::{integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, CONSUMER, GROUP, PENDING};
 use crate::server::meta::{Id, Meta, StreamState};
+use crate::server::notify::STREAM;
 use crate::server::resp::Reply;
 use crate::server::shard::CHUNK;
 
@@ -325,6 +326,12 @@ impl<'a> Conn<'a> {
                     self.put_stream(key, &m, st, &mut writes);
                 }
                 self.write(writes);
+                let event = if sub == b"create" {
+                    "xgroup-create"
+                } else {
+                    "xgroup-setid"
+                };
+                self.notify(STREAM, event, key);
                 Ok(Reply::ok())
             }
             b"destroy" if args.len() == 4 => {
@@ -345,6 +352,7 @@ impl<'a> Conn<'a> {
                 st.groups -= 1;
                 self.put_stream(key, &m, st, &mut writes);
                 self.write(writes);
+                self.notify(STREAM, "xgroup-destroy", key);
                 Ok(Reply::Int(1))
             }
             b"createconsumer" | b"delconsumer" if args.len() == 5 => {
@@ -360,6 +368,7 @@ impl<'a> Conn<'a> {
                     let now = self.now();
                     self.put_consumer(key, &m, group, consumer, (now, 0), &mut writes);
                     self.write(writes);
+                    self.notify(STREAM, "xgroup-createconsumer", key);
                     return Ok(Reply::Int(1));
                 }
                 if known.is_none() {
@@ -374,6 +383,7 @@ impl<'a> Conn<'a> {
                 }
                 writes.push((Self::consumer_key(key, &m, group, consumer), None));
                 self.write(writes);
+                self.notify(STREAM, "xgroup-delconsumer", key);
                 Ok(Reply::Int(n))
             }
             _ => Err(wrong()),
@@ -455,6 +465,9 @@ impl<'a> Conn<'a> {
             };
             self.put_consumer(key, &m, group, consumer, (now, active), &mut writes);
             self.write(writes);
+            if known.is_none() {
+                self.notify(STREAM, "xgroup-createconsumer", key);
+            }
             let new = id.as_slice() == b">";
             if new && entries.is_empty() {
                 continue;

@@ -16,6 +16,7 @@ use super::{integer, not_integer, syntax_error, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, ENTRY};
 use crate::server::meta::{Body, Id, Meta, StreamState, Type};
+use crate::server::notify::STREAM;
 use crate::server::resp::Reply;
 use crate::server::shard::CHUNK;
 
@@ -284,11 +285,16 @@ impl<'a> Conn<'a> {
         st.length += 1;
         st.last = id;
         st.added += 1;
-        if let Some(t) = trim {
-            self.trim(key, &m, &mut st, t, &mut writes, Some(id))?;
-        }
+        let trimmed = match trim {
+            Some(t) => self.trim(key, &m, &mut st, t, &mut writes, Some(id))?,
+            None => 0,
+        };
         self.put_stream(key, &m, st, &mut writes);
         self.write(writes);
+        self.notify(STREAM, "xadd", key);
+        if trimmed > 0 {
+            self.notify(STREAM, "xtrim", key);
+        }
         Ok(Reply::bulk(format_id(id)))
     }
 
@@ -435,6 +441,7 @@ impl<'a> Conn<'a> {
         if n > 0 {
             self.put_stream(key, &m, st, &mut writes);
             self.write(writes);
+            self.notify(STREAM, "xtrim", key);
         }
         Ok(Reply::Int(n as i64))
     }
@@ -502,6 +509,7 @@ impl<'a> Conn<'a> {
             };
             self.put_stream(key, &m, st, &mut writes);
             self.write(writes);
+            self.notify(STREAM, "xdel", key);
         }
         Ok(Reply::Int(n as i64))
     }
@@ -553,6 +561,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.put_stream(key, &m, st, &mut writes);
         self.write(writes);
+        self.notify(STREAM, "xsetid", key);
         Ok(Reply::ok())
     }
 

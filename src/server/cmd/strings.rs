@@ -11,6 +11,7 @@ use super::{
 use crate::server::conn::Conn;
 use crate::server::keys;
 use crate::server::meta::{self, Meta, Type};
+use crate::server::notify::{GENERIC, STRING};
 use crate::server::resp::Reply;
 
 /// The most bytes SETRANGE and APPEND make a string, as Redis's
@@ -175,6 +176,7 @@ impl<'a> Conn<'a> {
             };
             self.put_string(key, value, expire_at, old.as_ref(), &mut writes)?;
             self.write(writes);
+            self.notify_set(key, expire_at.is_some());
             return Ok(Reply::ok());
         }
         let old = self.lookup(key)?;
@@ -196,7 +198,16 @@ impl<'a> Conn<'a> {
         };
         self.put_string(key, value, expire_at, old.as_ref(), &mut writes)?;
         self.write(writes);
+        self.notify_set(key, expire_at.is_some() && !o.keepttl);
         Ok(reply)
+    }
+
+    /// SET's events: `set`, and `expire` when it gave an expiry.
+    fn notify_set(&mut self, key: &[u8], expiry: bool) {
+        self.notify(STRING, "set", key);
+        if expiry {
+            self.notify(GENERIC, "expire", key);
+        }
     }
 
     fn setnx(&mut self, key: &[u8], value: &[u8]) -> Res<Reply> {
@@ -206,6 +217,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.put_string(key, value, None, None, &mut writes)?;
         self.write(writes);
+        self.notify(STRING, "set", key);
         Ok(Reply::Int(1))
     }
 
@@ -220,6 +232,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.put_string(&args[1], &args[3], Some(at), old.as_ref(), &mut writes)?;
         self.write(writes);
+        self.notify_set(&args[1], true);
         Ok(Reply::ok())
     }
 
@@ -228,6 +241,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.put_string(key, value, None, None, &mut writes)?;
         self.write(writes);
+        self.notify(STRING, "set", key);
         Ok(old.map_or(Reply::Nil, into_bulk))
     }
 
@@ -266,6 +280,7 @@ impl<'a> Conn<'a> {
                 index_expiry(key, None, m.expire_at, &mut writes);
                 writes.push((keys::meta(key), None));
                 self.write(writes);
+                self.notify(GENERIC, "del", key);
             }
             Some(at) if at != m.expire_at => {
                 let mut next = m.clone();
@@ -273,6 +288,8 @@ impl<'a> Conn<'a> {
                 let mut writes = Vec::new();
                 self.put(key, &next, Some(&m), &mut writes);
                 self.write(writes);
+                let event = if at.is_some() { "expire" } else { "persist" };
+                self.notify(GENERIC, event, key);
             }
             Some(_) => {}
         }
@@ -283,6 +300,7 @@ impl<'a> Conn<'a> {
         match self.string(key)? {
             Some(m) => {
                 self.write(vec![(keys::meta(key), None)]);
+                self.notify(GENERIC, "del", key);
                 Ok(into_bulk(m))
             }
             None => Ok(Reply::Nil),
@@ -319,6 +337,9 @@ impl<'a> Conn<'a> {
             self.put_string(&pair[0], &pair[1], None, None, &mut writes)?;
         }
         self.write(writes);
+        for pair in args.chunks(2) {
+            self.notify(STRING, "set", &pair[0]);
+        }
         Ok(if nx { Reply::Int(1) } else { Reply::ok() })
     }
 
@@ -333,6 +354,7 @@ impl<'a> Conn<'a> {
             .checked_add(by)
             .ok_or_else(|| Reply::err("increment or decrement would overflow"))?;
         self.update_string(key, m, next.to_string().into_bytes())?;
+        self.notify(STRING, "incrby", key);
         Ok(Reply::Int(next))
     }
 
@@ -349,6 +371,7 @@ impl<'a> Conn<'a> {
         }
         let text = format_float(next).into_bytes();
         self.update_string(key, m, text.clone())?;
+        self.notify(STRING, "incrbyfloat", key);
         Ok(Reply::Bulk(text))
     }
 
@@ -358,6 +381,7 @@ impl<'a> Conn<'a> {
         value.extend_from_slice(tail);
         let len = value.len();
         self.update_string(key, m, value)?;
+        self.notify(STRING, "append", key);
         Ok(Reply::Int(len as i64))
     }
 
@@ -411,6 +435,7 @@ impl<'a> Conn<'a> {
         value[offset as usize..end].copy_from_slice(part);
         let len = value.len();
         self.update_string(key, m, value)?;
+        self.notify(STRING, "setrange", key);
         Ok(Reply::Int(len as i64))
     }
 }

@@ -5,6 +5,7 @@
 //! ranges by score read only what they return). The count is in the
 //! metadata. Ranks are counted by reading the score order up to them.
 
+use crate::server::notify::{GENERIC, ZSET};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -431,6 +432,7 @@ impl<'a> Conn<'a> {
             m.set_count(m.count() + added);
             self.put(key, &m, old.as_ref(), &mut writes);
             self.write(writes);
+            self.notify(ZSET, if f.incr { "zincr" } else { "zadd" }, key);
         }
         Ok(if f.incr {
             last.map_or(Reply::Nil, Reply::Double)
@@ -471,6 +473,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.remove_scored(key, &m, &gone, &mut writes);
         self.write(writes);
+        self.notify_removed(ZSET, key, "zrem", &m, gone.len());
         Ok(Reply::Int(gone.len() as i64))
     }
 
@@ -672,11 +675,12 @@ impl<'a> Conn<'a> {
         let (dst, src) = (&args[1], &args[2]);
         let q = Self::parse_range(&args[3..], true)?;
         let got = self.run_range(src, &q)?;
-        self.store_scored(dst, got)
+        self.store_scored(dst, got, "zrangestore")
     }
 
-    /// Replaces `dst` (of any type) with sorted set `items`; the count.
-    fn store_scored(&mut self, dst: &[u8], items: Scored) -> Res<Reply> {
+    /// Replaces `dst` (of any type) with sorted set `items`, told as
+    /// `event`; the count.
+    fn store_scored(&mut self, dst: &[u8], items: Scored, event: &str) -> Res<Reply> {
         let old = self.lookup(dst)?;
         let mut writes = Vec::new();
         let n = items.len();
@@ -694,6 +698,11 @@ impl<'a> Conn<'a> {
             self.put(dst, &m, None, &mut writes);
         }
         self.write(writes);
+        if n > 0 {
+            self.notify(ZSET, event, dst);
+        } else if old.is_some() {
+            self.notify(GENERIC, "del", dst);
+        }
         Ok(Reply::Int(n as i64))
     }
 
@@ -763,6 +772,12 @@ impl<'a> Conn<'a> {
         Ok((got, writes))
     }
 
+    fn notify_popped(&mut self, key: &[u8], max: bool, m: &Meta, n: usize) {
+        if n > 0 {
+            self.notify_removed(ZSET, key, if max { "zpopmax" } else { "zpopmin" }, m, n);
+        }
+    }
+
     fn zpop_command(&mut self, args: &[Vec<u8>], max: bool) -> Res<Reply> {
         let key = &args[1];
         let count = match args.len() {
@@ -782,6 +797,7 @@ impl<'a> Conn<'a> {
         }
         let (got, writes) = self.zpop(key, &m, count.unwrap_or(1), max)?;
         self.write(writes);
+        self.notify_popped(key, max, &m, got.len());
         Ok(scored_reply(
             got,
             true,
@@ -803,6 +819,7 @@ impl<'a> Conn<'a> {
             if let Some(m) = self.zset(k)? {
                 let (got, writes) = self.zpop(k, &m, count, max)?;
                 self.write(writes);
+                self.notify_popped(k, max, &m, got.len());
                 let items = got
                     .into_iter()
                     .map(|(mem, s)| Reply::Array(vec![Reply::Bulk(mem), Reply::Double(s)]))
@@ -843,6 +860,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         self.remove_scored(key, &m, &got, &mut writes);
         self.write(writes);
+        self.notify_removed(ZSET, key, name, &m, got.len());
         Ok(Reply::Int(got.len() as i64))
     }
 
@@ -925,7 +943,7 @@ impl<'a> Conn<'a> {
         }
         let result = combine(op, agg, &weights, inputs);
         match store {
-            Some(dst) => self.store_scored(dst, result),
+            Some(dst) => self.store_scored(dst, result, name),
             None => Ok(scored_reply(result, scores, self.proto)),
         }
     }

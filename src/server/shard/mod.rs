@@ -195,7 +195,7 @@ pub struct Shard<'a> {
     /// The clients blocked on keys.
     blocking: RefCell<Blocking>,
     /// Pub/sub subscriptions, and messages to hand over.
-    pubsub: RefCell<PubSub>,
+    pubsub: RefCell<PubSub<'a>>,
     /// The shard's Lua state, once a script has run.
     scripting: RefCell<Option<Vm>>,
     /// A transaction runs: its commands' writes are one command's (one
@@ -249,7 +249,7 @@ impl<'a> Shard<'a> {
     }
 
     /// Pub/sub subscriptions and the messages to hand over.
-    pub fn pubsub(&self) -> std::cell::RefMut<'_, PubSub> {
+    pub fn pubsub(&self) -> std::cell::RefMut<'_, PubSub<'a>> {
         self.pubsub.borrow_mut()
     }
 

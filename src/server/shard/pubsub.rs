@@ -2,6 +2,9 @@
 //! connection token, and the messages PUBLISH made that the event loop
 //! has yet to hand to their subscribers. Messages are never logged: a
 //! subscriber gets what is published while it is connected, as in Redis.
+//! A message waits, like a reply, for the writes its publisher had read
+//! or made (a script that publishes what it wrote, a keyspace
+//! notification): no subscriber learns of a write a crash could lose.
 
 use std::collections::HashMap;
 
@@ -9,6 +12,7 @@ use xxhash_rust::xxh3::Xxh3Builder;
 
 use super::super::glob;
 use super::super::resp::Reply;
+use super::Deps;
 
 /// The three kinds of subscription, each its own namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,17 +24,20 @@ pub enum Kind {
 
 type Subscribers = HashMap<Vec<u8>, Vec<usize>, Xxh3Builder>;
 
+/// A message for a connection and the writes it waits for.
+pub type Message<'a> = (usize, Reply, Deps<'a>);
+
 /// The subscriptions of a shard's connections.
 #[derive(Default)]
-pub struct PubSub {
+pub struct PubSub<'a> {
     channels: Subscribers,
     patterns: Subscribers,
     shard_channels: Subscribers,
     /// Messages for connections, in the order published.
-    outbox: Vec<(usize, Reply)>,
+    outbox: Vec<Message<'a>>,
 }
 
-impl PubSub {
+impl<'a> PubSub<'a> {
     fn of(&mut self, kind: Kind) -> &mut Subscribers {
         match kind {
             Kind::Channel => &mut self.channels,
@@ -57,8 +64,15 @@ impl PubSub {
     }
 
     /// Queues `message` for every subscriber of `channel` (and, unless a
-    /// shard channel, of every matching pattern): how many get it.
-    pub fn publish(&mut self, shard: bool, channel: &[u8], message: &[u8]) -> usize {
+    /// shard channel, of every matching pattern), each to wait for
+    /// `deps`: how many get it.
+    pub fn publish(
+        &mut self,
+        shard: bool,
+        channel: &[u8],
+        message: &[u8],
+        deps: &Deps<'a>,
+    ) -> usize {
         let mut n = 0;
         let (kind, subs) = if shard {
             ("smessage", &self.shard_channels)
@@ -73,6 +87,7 @@ impl PubSub {
                     Reply::bulk(channel),
                     Reply::bulk(message),
                 ]),
+                deps.clone(),
             ));
             n += 1;
         }
@@ -90,6 +105,7 @@ impl PubSub {
                             Reply::bulk(channel),
                             Reply::bulk(message),
                         ]),
+                        deps.clone(),
                     ));
                     n += 1;
                 }
@@ -104,7 +120,7 @@ impl PubSub {
     }
 
     /// The messages to hand over, in the order published.
-    pub fn take_outbox(&mut self) -> Vec<(usize, Reply)> {
+    pub fn take_outbox(&mut self) -> Vec<Message<'a>> {
         std::mem::take(&mut self.outbox)
     }
 
@@ -149,10 +165,11 @@ mod tests {
         p.subscribe(Kind::Pattern, b"n*", 1);
         p.subscribe(Kind::Pattern, b"x*", 2);
         p.subscribe(Kind::Shard, b"news", 3);
-        assert_eq!(p.publish(false, b"news", b"hi"), 2);
-        assert_eq!(p.publish(true, b"news", b"hi"), 1);
+        let none = Deps::default();
+        assert_eq!(p.publish(false, b"news", b"hi", &none), 2);
+        assert_eq!(p.publish(true, b"news", b"hi", &none), 1);
         let out = p.take_outbox();
-        assert_eq!(out.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [1, 1, 3]);
+        assert_eq!(out.iter().map(|(t, ..)| *t).collect::<Vec<_>>(), [1, 1, 3]);
         assert!(!p.has_outbox());
         assert_eq!(p.numsub(false, b"news"), 1);
         assert_eq!(p.numpat(), 2);
