@@ -73,6 +73,7 @@ impl<'a> Conn<'a> {
 
     /// Runs a command whose arity is checked.
     pub fn run(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Outcome {
+        self.reading = false;
         match spec.name {
             "ping" if self.subscribed_ping(&args).is_some() => {
                 Outcome::Reply(self.subscribed_ping(&args).expect("subscribed"))
@@ -109,6 +110,8 @@ impl<'a> Conn<'a> {
             "reset" => {
                 self.end_multi();
                 self.unsubscribe_all();
+                self.shard.tracking().disable(self.token);
+                self.show_tracking();
                 self.reply_mode = ReplyMode::On;
                 self.proto = 2;
                 self.client.proto.store(2, Ordering::Relaxed);
@@ -300,6 +303,10 @@ impl<'a> Conn<'a> {
                 }
                 _ => syntax_error(),
             },
+            (b"tracking", n) if n >= 2 => self.client_tracking(&args[1..]),
+            (b"caching", 2) => self.client_caching(&args[1]),
+            (b"getredir", 1) => self.client_getredir(),
+            (b"trackinginfo", 1) => self.client_trackinginfo(),
             (b"unblock", 2 | 3) => {
                 let error = match args.get(2).map(|a| a.to_ascii_lowercase()) {
                     None => false,
@@ -316,11 +323,15 @@ impl<'a> Conn<'a> {
                     _ => Reply::err("value is not an integer or out of range"),
                 }
             }
-            (b"setname" | b"getname" | b"id" | b"list" | b"info" | b"setinfo", _) => Reply::err(
+            (
+                b"setname" | b"getname" | b"id" | b"list" | b"info" | b"setinfo" | b"tracking"
+                | b"caching" | b"getredir" | b"trackinginfo",
+                _,
+            ) => Reply::err(
                 format!("wrong number of arguments for 'client|{}' command", show(&sub)),
             ),
             _ => Reply::err(format!(
-                "unknown subcommand '{}'. Stria supports CLIENT SETNAME, GETNAME, ID, LIST, INFO, SETINFO, REPLY, UNBLOCK and HELP.",
+                "unknown subcommand '{}'. Stria supports CLIENT SETNAME, GETNAME, ID, LIST, INFO, SETINFO, REPLY, TRACKING, CACHING, GETREDIR, TRACKINGINFO, UNBLOCK and HELP.",
                 show(&args[0])
             )),
         }
@@ -403,6 +414,7 @@ impl<'a> Conn<'a> {
         let s = self.shared;
         let names: Vec<String> = args.iter().map(|a| show(a)).collect();
         let wanted = super::info::wanted(&names);
+        s.metrics.set_tracking(self.shard.tracking().counts());
         let mut text = String::new();
         if wanted.contains(&"server") {
             text.push_str(&super::server_section(s));

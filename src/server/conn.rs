@@ -383,6 +383,7 @@ impl<'a> Conn<'a> {
                 )
             }
         };
+        self.tracking_command_done(name);
         if let Outcome::Reply(r) | Outcome::Close(r) = &outcome {
             self.shared
                 .metrics

@@ -19,6 +19,7 @@
 //! drain before the loop reads or runs anything more of it, so a client
 //! that does not read holds at most [`MAX_OUT`](super::conn) of replies.
 
+use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read, Write};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +35,7 @@ use super::conn::{Conn, Input, Taken};
 use super::expiry::Expiry;
 use super::resp::{Parser, Reply};
 use super::shard::busy::Entry;
+use super::shard::tracking::Invalidation;
 use super::shard::Shard;
 use super::sweep::Sweep;
 use super::Shared;
@@ -57,6 +59,9 @@ const WAIT_AT_MOST: Duration = Duration::from_millis(50);
 /// Bytes a subscriber may owe before it is disconnected (Redis's default
 /// hard limit for pub/sub clients).
 const PUBSUB_LIMIT: usize = 32 << 20;
+
+/// Keys over `tracking-table-max-keys` invalidated a turn at most.
+const TRACKING_EFFORT: usize = 10_000;
 
 pub use super::shard::busy::Handoff;
 
@@ -166,6 +171,8 @@ struct Loop<'a> {
     work: Vec<usize>,
     /// Connections with replies waiting for writes.
     waiting: Vec<usize>,
+    /// Connections by client id (where CLIENT TRACKING redirects).
+    ids: HashMap<u64, usize>,
     expiry: Expiry,
     sweep: Sweep,
 }
@@ -182,6 +189,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
         free: Vec::new(),
         work: Vec::new(),
         waiting: Vec::new(),
+        ids: HashMap::new(),
         expiry: Expiry::default(),
         sweep: Sweep::default(),
     };
@@ -304,6 +312,7 @@ impl<'a> Loop<'a> {
             }
             let shared = self.shared;
             let mut parser = Parser::new(shared.opts.limits);
+            self.ids.insert(client.id, i);
             let mut conn = Conn::new(shared, client, self.shard.clone());
             conn.token = i;
             parser.set_authenticated(conn.authed);
@@ -371,7 +380,18 @@ impl<'a> Loop<'a> {
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
         self.sweep.run(self.shared, &self.shard);
-        // The `expired` events of the cycle.
+        // Keys over tracking-table-max-keys are invalidated.
+        if !self.shard.tracking().is_idle() {
+            let max = self
+                .shared
+                .settings
+                .number("tracking-table-max-keys")
+                .unwrap_or(0);
+            self.shard
+                .tracking()
+                .limit(max.max(0) as usize, TRACKING_EFFORT);
+        }
+        // The `expired` events of the cycle, and their invalidations.
         self.deliver();
         // Replies whose writes were acknowledged.
         for i in std::mem::take(&mut self.waiting) {
@@ -396,6 +416,9 @@ impl<'a> Loop<'a> {
                 self.deliver();
             }
         }
+        // The keys written under BCAST prefixes this turn.
+        self.shard.tracking().broadcast();
+        self.deliver();
         // Connections a busy script answered, with replies left to send.
         for t in self.shard.busy().owing() {
             self.queue(t);
@@ -518,6 +541,73 @@ impl<'a> Loop<'a> {
             }
             self.queue(t);
         }
+        let invalidations = self.shard.tracking().take_outbox();
+        for inv in invalidations {
+            self.invalidate(inv);
+        }
+    }
+
+    /// Hands a CLIENT TRACKING invalidation to its connection, or to the
+    /// one it redirects to: a push in RESP3, a `__redis__:invalidate`
+    /// message to a subscribed RESP2 connection, nothing to a RESP2
+    /// connection that does not redirect. A redirect to a connection that
+    /// is gone breaks: the tracking connection is told (in RESP3).
+    fn invalidate(&mut self, inv: Invalidation<'a>) {
+        let Some(redirect) = self
+            .shard
+            .tracking()
+            .get(inv.token)
+            .map(|t| t.mode.redirect)
+        else {
+            return;
+        };
+        let target = if redirect == 0 {
+            Some(inv.token)
+        } else {
+            self.ids.get(&redirect).copied()
+        };
+        let Some(target) = target.filter(|&t| self.conns.get(t).is_some_and(Option::is_some))
+        else {
+            if let Some(t) = self.shard.tracking().get_mut(inv.token) {
+                t.broken = true;
+            }
+            let Some(c) = self.conns.get_mut(inv.token).and_then(|c| c.as_mut()) else {
+                return;
+            };
+            c.conn.show_tracking();
+            if c.conn.proto >= 3 {
+                let msg = Reply::Push(vec![
+                    Reply::bulk("tracking-redir-broken"),
+                    Reply::Int(redirect as i64),
+                ]);
+                c.conn.push_message(msg, inv.deps);
+                self.queue(inv.token);
+            }
+            return;
+        };
+        let Some(c) = self.conns.get_mut(target).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let keys = match inv.keys {
+            Some(ks) => Reply::Array(ks.into_iter().map(Reply::Bulk).collect()),
+            None => Reply::Nil,
+        };
+        let msg = if c.conn.proto >= 3 {
+            Reply::Push(vec![Reply::bulk("invalidate"), keys])
+        } else if redirect != 0 && c.conn.subs.any() {
+            Reply::Push(vec![
+                Reply::bulk("message"),
+                Reply::bulk("__redis__:invalidate"),
+                keys,
+            ])
+        } else {
+            return;
+        };
+        if c.dead {
+            return;
+        }
+        c.conn.push_message(msg, inv.deps);
+        self.queue(target);
     }
 
     /// Answers the blocked connections whose time is up.
@@ -534,7 +624,9 @@ impl<'a> Loop<'a> {
     }
 
     fn close(&mut self, i: usize) {
-        if self.conns[i].take().is_some() {
+        if let Some(c) = self.conns[i].take() {
+            self.ids.remove(&c.conn.client.id);
+            self.shard.tracking().disable(i);
             self.shard.busy().leave(i);
             self.free.push(i);
         }

@@ -95,6 +95,9 @@ impl Expiry {
             }
             shard.note_writes(&writes);
             shard.write(level, writes, &mut deps);
+            if !expired.is_empty() && !shard.tracking().is_idle() {
+                shard.tracking().invalidate(expired.clone(), None, &deps);
+            }
             let flags = shared.settings.notify_flags();
             for key in expired {
                 notify::publish(shard, flags, notify::EXPIRED, "expired", &key, &deps);

@@ -202,6 +202,7 @@ fn clients(w: &mut Section, s: &ServerMetrics) {
     let (keys, nokey) = s.blocking_keys();
     w.kv("total_blocking_keys", keys);
     w.kv("total_blocking_keys_on_nokey", nokey);
+    w.kv("tracking_clients", s.tracking()[0]);
     // Replies held until the writes they reveal are acknowledged, and
     // the shard's writes not yet in the engine's memstores.
     let (keys, bytes) = s.dirty();
@@ -234,6 +235,10 @@ fn stats_section(w: &mut Section, s: &ServerMetrics) {
     w.kv("protocol_errors", s.protocol_errors());
     w.kv("auth_failures", s.auth_failures());
     w.kv("expired_keys", s.expired_keys());
+    let [_, keys, items, prefixes] = s.tracking();
+    w.kv("tracking_total_keys", keys);
+    w.kv("tracking_total_items", items);
+    w.kv("tracking_total_prefixes", prefixes);
 }
 
 /// The resident set size of this process, from /proc (0 where unknown).

@@ -33,6 +33,7 @@ mod settings;
 mod shard;
 mod sweep;
 mod table;
+mod tracking;
 
 pub use run::serve;
 
@@ -109,6 +110,8 @@ pub struct Client {
     /// Index in the command table of the last command; `usize::MAX`: none.
     pub last_command: AtomicUsize,
     pub proto: AtomicU8,
+    /// CLIENT TRACKING's flags for CLIENT LIST ([`tracking::FLAG_TRACKING`]).
+    pub tracking: AtomicU8,
 }
 
 impl Client {
@@ -125,6 +128,7 @@ impl Client {
             name: Mutex::new(Vec::new()),
             last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
+            tracking: AtomicU8::new(0),
         }
     }
 }
@@ -496,6 +500,7 @@ fn accept_loop(
             name: Mutex::new(Vec::new()),
             last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
+            tracking: AtomicU8::new(0),
         });
         clients.insert(id, client.clone());
         drop(clients);
@@ -513,17 +518,37 @@ fn accept_loop(
     }
 }
 
+/// CLIENT LIST's flags: `N` for none.
+fn client_flags(c: &Client) -> String {
+    let t = c.tracking.load(Ordering::Relaxed);
+    let mut f = String::new();
+    for (bit, ch) in [
+        (tracking::FLAG_TRACKING, 't'),
+        (tracking::FLAG_BROKEN, 'R'),
+        (tracking::FLAG_BCAST, 'B'),
+    ] {
+        if t & bit != 0 {
+            f.push(ch);
+        }
+    }
+    if f.is_empty() {
+        f.push('N');
+    }
+    f
+}
+
 /// A CLIENT LIST line.
 pub fn client_line(c: &Client) -> String {
     let name = String::from_utf8_lossy(&c.name.lock().expect("client lock")).into_owned();
     format!(
-        "id={} addr={} laddr={} name={} age={} idle={} flags=N db=0 cmd={} user=default resp={}",
+        "id={} addr={} laddr={} name={} age={} idle={} flags={} db=0 cmd={} user=default resp={}",
         c.id,
         c.addr,
         c.local,
         name,
         c.since.elapsed().as_secs(),
         conn::Conn::idle_of(c),
+        client_flags(c),
         table::COMMANDS
             .get(c.last_command.load(Ordering::Relaxed))
             .map_or("NULL", |s| s.name),

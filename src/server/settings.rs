@@ -26,8 +26,9 @@ enum Form {
     Enum(&'static [&'static str]),
 }
 
-/// Redis settings that have nothing to act on in Stria, with Redis's
-/// defaults.
+/// Redis settings kept as given, with Redis's defaults: most have nothing
+/// to act on in Stria; `busy-reply-threshold` (`lua-time-limit`) and
+/// `tracking-table-max-keys` are read where they act ([`Settings::number`]).
 const INERT: &[(&str, &str, Form)] = &[
     ("save", "", Form::Text),
     ("hash-max-listpack-entries", "128", Form::Int),
@@ -63,6 +64,7 @@ const INERT: &[(&str, &str, Form)] = &[
     ("maxmemory-policy", "noeviction", Form::Text),
     ("lua-time-limit", "5000", Form::Int),
     ("busy-reply-threshold", "5000", Form::Int),
+    ("tracking-table-max-keys", "1000000", Form::Int),
     ("active-expire-effort", "1", Form::Int),
     ("close-on-oom", "no", Form::Bool),
 ];

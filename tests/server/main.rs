@@ -22,6 +22,7 @@ mod revealed;
 mod scripting;
 mod streams;
 mod tools;
+mod tracking;
 mod transactions;
 mod types;
 

@@ -452,6 +452,7 @@ impl<'a> Conn<'a> {
         )]);
         self.shared.floor.store(floor, Ordering::SeqCst);
         self.shard.blocking().ready_all();
+        self.shard.tracking().flush(&self.deps);
         Ok(Reply::ok())
     }
 }

@@ -300,6 +300,7 @@ impl<'a> Conn<'a> {
 
     /// `key`'s metadata, `None` when the key does not exist.
     pub(super) fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        self.looked_up(key);
         let Some(raw) = self.get_raw(&keys::meta(key))? else {
             self.missed(key);
             return Ok(None);
@@ -317,6 +318,13 @@ impl<'a> Conn<'a> {
     fn missed(&mut self, key: &[u8]) {
         if self.reading {
             self.notify(notify::KEY_MISS, "keymiss", key);
+        }
+    }
+
+    /// A read command looks `key` up: a tracking connection remembers it.
+    fn looked_up(&self, key: &[u8]) {
+        if self.reading {
+            self.track_read(key);
         }
     }
 
@@ -350,7 +358,14 @@ impl<'a> Conn<'a> {
         self.shared.metrics.changed();
         let created = self.created(&writes);
         self.shard.note_writes(&writes);
+        let tracked = self.shard.tracking().keys_of(&writes);
         self.shard.write(self.durability, writes, &mut self.deps);
+        if !tracked.is_empty() {
+            let writer = Some(self.token);
+            self.shard
+                .tracking()
+                .invalidate(tracked, writer, &self.deps);
+        }
         for key in created {
             self.notify(notify::NEW, "new", &key);
         }

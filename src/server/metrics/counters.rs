@@ -264,6 +264,8 @@ pub struct ServerMetrics {
     /// Keys that blocked clients wait on, and those an XREADGROUP waits on.
     blocking_keys: AtomicU64,
     blocking_keys_nokey: AtomicU64,
+    /// CLIENT TRACKING: connections, keys, readers, BCAST prefixes.
+    tracking: [AtomicU64; 4],
     /// Scripts in the shard's cache, and what its Lua state takes.
     scripts: AtomicU64,
     lua_memory: AtomicU64,
@@ -333,6 +335,7 @@ impl ServerMetrics {
             changes: AtomicU64::new(0),
             blocking_keys: AtomicU64::new(0),
             blocking_keys_nokey: AtomicU64::new(0),
+            tracking: Default::default(),
             scripts: AtomicU64::new(0),
             lua_memory: AtomicU64::new(0),
             dirty_keys: AtomicU64::new(0),
@@ -366,6 +369,18 @@ impl ServerMetrics {
     /// One more (`+1`) or fewer (`-1`) client waiting in a blocking command.
     pub fn blocked(&self, by: i64) {
         add_signed(&self.blocked_clients, by);
+    }
+
+    pub fn set_tracking(&self, counts: [usize; 4]) {
+        for (slot, n) in self.tracking.iter().zip(counts) {
+            slot.store(n as u64, Relaxed);
+        }
+    }
+
+    /// CLIENT TRACKING's tracking connections, keys in its table, readers
+    /// of them in all, and BCAST prefixes.
+    pub fn tracking(&self) -> [u64; 4] {
+        self.tracking.each_ref().map(|a| a.load(Relaxed))
     }
 
     pub fn set_blocking_keys(&self, n: usize, nokey: usize) {

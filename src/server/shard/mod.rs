@@ -31,6 +31,7 @@ use crate::wal::{Notify, Ticket};
 use blocking::Blocking;
 use busy::Busy;
 use pubsub::PubSub;
+use tracking::Tracking;
 use watch::Watches;
 
 /// Engine writes per submission at most (and per scan step). A
@@ -196,6 +197,8 @@ pub struct Shard<'a> {
     blocking: RefCell<Blocking>,
     /// Pub/sub subscriptions, and messages to hand over.
     pubsub: RefCell<PubSub<'a>>,
+    /// CLIENT TRACKING: who tracks what, and invalidations to hand over.
+    tracking: RefCell<Tracking<'a>>,
     /// The shard's Lua state, once a script has run.
     scripting: RefCell<Option<Vm>>,
     /// A transaction runs: its commands' writes are one command's (one
@@ -222,6 +225,7 @@ impl<'a> Shard<'a> {
             watches: RefCell::new(Watches::default()),
             blocking: RefCell::new(Blocking::default()),
             pubsub: RefCell::new(PubSub::default()),
+            tracking: RefCell::new(Tracking::default()),
             scripting: RefCell::new(None),
             atomic: std::cell::Cell::new(false),
             busy: Rc::default(),
@@ -256,7 +260,13 @@ impl<'a> Shard<'a> {
     /// Whether the event loop has other connections to serve before the
     /// next command: waiters whose key was written, messages published.
     pub fn has_events(&self) -> bool {
-        self.blocking.borrow().has_ready() || self.pubsub.borrow().has_outbox()
+        self.blocking.borrow().has_ready()
+            || self.pubsub.borrow().has_outbox()
+            || self.tracking.borrow().has_outbox()
+    }
+
+    pub fn tracking(&self) -> std::cell::RefMut<'_, Tracking<'a>> {
+        self.tracking.borrow_mut()
     }
 
     /// What a command's writes of engine keys `written` tell the keys'
@@ -597,4 +607,5 @@ mod prefix_tests;
 pub mod pubsub;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod tracking;
 pub mod watch;
