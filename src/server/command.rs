@@ -63,6 +63,9 @@ impl<'a> Conn<'a> {
         if let Some(r) = self.subscribed_refusal(spec.name) {
             return (spec.name, Outcome::Reply(self.reject(r)));
         }
+        if let Some(r) = self.monitor_refusal(spec) {
+            return (spec.name, Outcome::Reply(self.reject(r)));
+        }
         if self.in_multi() {
             if let Some(r) = self.queue(spec, &args) {
                 return (spec.name, Outcome::Reply(r));
@@ -71,8 +74,9 @@ impl<'a> Conn<'a> {
         (spec.name, self.run(spec, args))
     }
 
-    /// Runs a command whose arity is checked.
-    pub fn run(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Outcome {
+    /// Runs a command whose arity is checked (through [`Conn::run`], which
+    /// shows it to MONITOR).
+    pub fn execute(&mut self, spec: &'static Spec, args: Vec<Vec<u8>>) -> Outcome {
         self.reading = false;
         match spec.name {
             "ping" if self.subscribed_ping(&args).is_some() => {
@@ -84,6 +88,7 @@ impl<'a> Conn<'a> {
                 None => Reply::Status("PONG"),
             }),
             "echo" => Outcome::Reply(Reply::bulk(args[1].clone())),
+            "monitor" => Outcome::Reply(self.monitor()),
             "quit" => Outcome::Close(Reply::ok()),
             "select" => Outcome::Reply(match integer(&args[1]) {
                 Some(0) => Reply::ok(),
@@ -112,6 +117,7 @@ impl<'a> Conn<'a> {
                 self.unsubscribe_all();
                 self.shard.tracking().disable(self.token);
                 self.show_tracking();
+                self.unmonitor();
                 self.reply_mode = ReplyMode::On;
                 self.proto = 2;
                 self.client.proto.store(2, Ordering::Relaxed);

@@ -172,6 +172,9 @@ pub struct Conn<'a> {
     /// Whether the running command only reads: a key it finds missing is
     /// a `keymiss` event ([`super::notify::KEY_MISS`]), as in Redis.
     pub reading: bool,
+    /// Whether the running command is a script's `redis.call` (MONITOR
+    /// shows it as `lua`).
+    pub scripting: bool,
     /// The transaction being queued (MULTI).
     pub tx: Option<Tx>,
     /// The keys it watches.
@@ -201,6 +204,7 @@ impl<'a> Conn<'a> {
             out: Vec::with_capacity(16 * 1024),
             now: 0,
             reading: false,
+            scripting: false,
             tx: None,
             watching: Vec::new(),
             token: 0,

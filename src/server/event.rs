@@ -627,6 +627,7 @@ impl<'a> Loop<'a> {
         if let Some(c) = self.conns[i].take() {
             self.ids.remove(&c.conn.client.id);
             self.shard.tracking().disable(i);
+            self.shard.pubsub().unmonitor(i);
             self.shard.busy().leave(i);
             self.free.push(i);
         }

@@ -23,6 +23,7 @@ pub mod info;
 pub mod keys;
 mod meta;
 pub mod metrics;
+mod monitor;
 mod multi;
 mod notify;
 mod pubsub;
@@ -110,8 +111,9 @@ pub struct Client {
     /// Index in the command table of the last command; `usize::MAX`: none.
     pub last_command: AtomicUsize,
     pub proto: AtomicU8,
-    /// CLIENT TRACKING's flags for CLIENT LIST ([`tracking::FLAG_TRACKING`]).
-    pub tracking: AtomicU8,
+    /// CLIENT LIST's flags: CLIENT TRACKING's ([`tracking::FLAG_TRACKING`])
+    /// and MONITOR's ([`monitor::FLAG_MONITOR`]).
+    pub flags: AtomicU8,
 }
 
 impl Client {
@@ -128,7 +130,7 @@ impl Client {
             name: Mutex::new(Vec::new()),
             last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
-            tracking: AtomicU8::new(0),
+            flags: AtomicU8::new(0),
         }
     }
 }
@@ -500,7 +502,7 @@ fn accept_loop(
             name: Mutex::new(Vec::new()),
             last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
-            tracking: AtomicU8::new(0),
+            flags: AtomicU8::new(0),
         });
         clients.insert(id, client.clone());
         drop(clients);
@@ -520,9 +522,10 @@ fn accept_loop(
 
 /// CLIENT LIST's flags: `N` for none.
 fn client_flags(c: &Client) -> String {
-    let t = c.tracking.load(Ordering::Relaxed);
+    let t = c.flags.load(Ordering::Relaxed);
     let mut f = String::new();
     for (bit, ch) in [
+        (monitor::FLAG_MONITOR, 'O'),
         (tracking::FLAG_TRACKING, 't'),
         (tracking::FLAG_BROKEN, 'R'),
         (tracking::FLAG_BCAST, 'B'),

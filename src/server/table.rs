@@ -36,6 +36,7 @@ const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
 const SCRIPTING: &[&str] = &["noscript", "skip-monitor"];
 const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
 const LOADING: &[&str] = &["loading", "stale"];
+const MONITOR: &[&str] = &["admin", "noscript", "loading", "stale"];
 
 const NO: (i32, i32, i32) = (0, 0, 0);
 const K1: (i32, i32, i32) = (1, 1, 1);
@@ -265,6 +266,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("slowlog", -2, ADMIN, NO, "server", "GET, LEN, RESET, HELP: Stria keeps no slow log (INFO latencystats)."),
     spec("module", -2, ADMIN, NO, "server", "LIST, HELP: Stria loads no modules."),
     spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
+    spec("monitor", 1, MONITOR, NO, "server", "Shows every command the server runs from now on."),
     spec("reset", 1, ANS, NO, "connection", "Resets the connection: RESP2, default durability, no name, no transaction."),
     // Pub/sub.
     spec("subscribe", -2, PS, NO, "pubsub", "Listens for messages published to channels."),

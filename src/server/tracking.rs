@@ -174,7 +174,8 @@ impl<'a> Conn<'a> {
                 | if t.mode.bcast { FLAG_BCAST } else { 0 }
                 | if t.broken { FLAG_BROKEN } else { 0 }
         });
-        self.client.tracking.store(flags, Ordering::Relaxed);
+        let monitor = self.client.flags.load(Ordering::Relaxed) & super::monitor::FLAG_MONITOR;
+        self.client.flags.store(flags | monitor, Ordering::Relaxed);
     }
 
     /// A read-only command looked `key` up: a tracking connection is

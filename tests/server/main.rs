@@ -15,6 +15,7 @@ mod expire;
 mod held;
 mod kill9;
 mod metrics;
+mod monitor;
 mod notifications;
 mod pubsub;
 mod restart;

@@ -41,7 +41,7 @@ pub struct Watched {
 }
 
 /// Commands refused inside a transaction (they cannot be undone or held).
-const NOT_IN_MULTI: &[&str] = &["save", "shutdown", "bgsave", "waitaof"];
+const NOT_IN_MULTI: &[&str] = &["save", "shutdown", "bgsave", "waitaof", "monitor"];
 
 /// Commands that run at once inside a transaction rather than queue.
 const RUN_IN_MULTI: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];

@@ -310,7 +310,10 @@ impl Conn<'_> {
         if spec.flags.contains(&"write") {
             wrote.set(true);
         }
-        let reply = match self.run(spec, args) {
+        let outer = std::mem::replace(&mut self.scripting, true);
+        let out = self.run(spec, args);
+        self.scripting = outer;
+        let reply = match out {
             Outcome::Reply(r) | Outcome::Close(r) => r,
             Outcome::Stop | Outcome::Block => Reply::Nil,
         };

@@ -33,6 +33,8 @@ pub struct PubSub<'a> {
     channels: Subscribers,
     patterns: Subscribers,
     shard_channels: Subscribers,
+    /// Connections in MONITOR, in the order they asked.
+    monitors: Vec<usize>,
     /// Messages for connections, in the order published.
     outbox: Vec<Message<'a>>,
 }
@@ -112,6 +114,29 @@ impl<'a> PubSub<'a> {
             }
         }
         n
+    }
+
+    /// MONITOR: `token` gets every command run from now on.
+    pub fn monitor(&mut self, token: usize) {
+        if !self.monitors.contains(&token) {
+            self.monitors.push(token);
+        }
+    }
+
+    pub fn unmonitor(&mut self, token: usize) {
+        self.monitors.retain(|&t| t != token);
+    }
+
+    pub fn has_monitors(&self) -> bool {
+        !self.monitors.is_empty()
+    }
+
+    /// A command's MONITOR line for every monitor, to wait for `deps`.
+    pub fn feed(&mut self, line: &str, deps: &Deps<'a>) {
+        for &t in &self.monitors {
+            self.outbox
+                .push((t, Reply::Simple(line.to_string()), deps.clone()));
+        }
     }
 
     /// Whether messages wait to be handed over.
