@@ -388,10 +388,15 @@ impl<'a> Conn<'a> {
             }
         };
         self.tracking_command_done(name);
-        if let Outcome::Reply(r) | Outcome::Close(r) = &outcome {
-            self.shared
-                .metrics
-                .command(name, started.elapsed(), r.is_error());
+        // A command queued by MULTI counts when EXEC runs it.
+        match &outcome {
+            Outcome::Reply(Reply::Status("QUEUED")) => {}
+            Outcome::Reply(r) | Outcome::Close(r) => {
+                self.shared
+                    .metrics
+                    .command(name, started.elapsed(), r.is_error())
+            }
+            _ => {}
         }
         outcome
     }

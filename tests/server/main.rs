@@ -12,6 +12,7 @@ mod client;
 mod collections;
 mod dump;
 mod expire;
+mod geo;
 mod held;
 mod kill9;
 mod metrics;

@@ -14,6 +14,8 @@ mod blocking;
 mod crash_tests;
 mod dump;
 mod expire;
+mod geo;
+mod geohash;
 mod hashes;
 mod keyspace;
 mod lcs;
@@ -523,6 +525,7 @@ impl<'a> Conn<'a> {
             "list" => self.lists(name, &args),
             "set" => self.sets(name, &args),
             "sorted-set" => self.zsets(name, &args),
+            "geo" => self.geo(name, &args),
             "stream" => self.streams(name, &args),
             _ => self
                 .keyspace(name, &args)

@@ -78,7 +78,7 @@ struct RangeQuery {
     scores: bool,
 }
 
-type Scored = Vec<(Vec<u8>, f64)>;
+pub(super) type Scored = Vec<(Vec<u8>, f64)>;
 
 /// ZADD's scores and members.
 type Pairs = Vec<(f64, Vec<u8>)>;
@@ -156,11 +156,11 @@ impl<'a> Conn<'a> {
         })
     }
 
-    fn zset(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+    pub(super) fn zset(&mut self, key: &[u8]) -> Res<Option<Meta>> {
         self.typed(key, Type::ZSet)
     }
 
-    fn score(&mut self, key: &[u8], m: &Meta, member: &[u8]) -> Res<Option<f64>> {
+    pub(super) fn score(&mut self, key: &[u8], m: &Meta, member: &[u8]) -> Res<Option<f64>> {
         Ok(self
             .get_raw(&keys::element(key, m.version, SCORED, member))?
             .map(|v| score_of(&v)))
@@ -257,7 +257,7 @@ impl<'a> Conn<'a> {
     }
 
     /// Members with a score in `bounds`, in score order, up to `limit`.
-    fn score_range(
+    pub(super) fn score_range(
         &mut self,
         key: &[u8],
         m: &Meta,
@@ -380,7 +380,7 @@ impl<'a> Conn<'a> {
         Ok((f, pairs))
     }
 
-    fn zadd(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
+    pub(super) fn zadd(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let key = &args[1];
         let (f, pairs) = Self::parse_add(args)?;
         for (_, mem) in &pairs {
@@ -680,7 +680,7 @@ impl<'a> Conn<'a> {
 
     /// Replaces `dst` (of any type) with sorted set `items`, told as
     /// `event`; the count.
-    fn store_scored(&mut self, dst: &[u8], items: Scored, event: &str) -> Res<Reply> {
+    pub(super) fn store_scored(&mut self, dst: &[u8], items: Scored, event: &str) -> Res<Reply> {
         let old = self.lookup(dst)?;
         let mut writes = Vec::new();
         let n = items.len();

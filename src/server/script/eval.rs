@@ -311,8 +311,14 @@ impl Conn<'_> {
             wrote.set(true);
         }
         let outer = std::mem::replace(&mut self.scripting, true);
+        let started = std::time::Instant::now();
         let out = self.run(spec, args);
         self.scripting = outer;
+        if let Outcome::Reply(r) = &out {
+            self.shared
+                .metrics
+                .command(spec.name, started.elapsed(), r.is_error());
+        }
         let reply = match out {
             Outcome::Reply(r) | Outcome::Close(r) => r,
             Outcome::Stop | Outcome::Block => Reply::Nil,
