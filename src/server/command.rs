@@ -15,13 +15,6 @@ pub(super) fn show(arg: &[u8]) -> String {
     s.replace(['\r', '\n'], " ")
 }
 
-fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn durability_name(d: Durability) -> &'static str {
     match d {
         Durability::None => "none",
@@ -60,6 +53,9 @@ impl<'a> Conn<'a> {
             let r = Reply::Error("NOAUTH Authentication required.".into());
             return (spec.name, Outcome::Reply(self.reject(r)));
         }
+        if let Some(r) = self.acl_refusal(spec, &args) {
+            return (spec.name, Outcome::Reply(self.reject(r)));
+        }
         if let Some(r) = self.subscribed_refusal(spec.name) {
             return (spec.name, Outcome::Reply(self.reject(r)));
         }
@@ -89,6 +85,7 @@ impl<'a> Conn<'a> {
             }),
             "echo" => Outcome::Reply(Reply::bulk(args[1].clone())),
             "monitor" => Outcome::Reply(self.monitor()),
+            "acl" => Outcome::Reply(self.acl_command(&args[1..])),
             "quit" => Outcome::Close(Reply::ok()),
             "select" => Outcome::Reply(match integer(&args[1]) {
                 Some(0) => Reply::ok(),
@@ -123,7 +120,10 @@ impl<'a> Conn<'a> {
                 self.client.proto.store(2, Ordering::Relaxed);
                 self.durability = self.shared.settings.durability();
                 self.client.name.lock().expect("client lock").clear();
-                self.authed = self.shared.opts.password.is_none();
+                if let Some(u) = self.shared.acl.get("default") {
+                    self.become_user(u);
+                }
+                self.authed = self.shared.acl.default_open();
                 Outcome::Reply(Reply::Status("RESET"))
             }
             "time" => Outcome::Reply(time()),
@@ -182,24 +182,6 @@ impl<'a> Conn<'a> {
                 Outcome::Reply(Reply::ok())
             }
             _ => self.data(spec, args),
-        }
-    }
-
-    fn auth(&mut self, args: &[Vec<u8>]) -> Reply {
-        let Some(password) = &self.shared.opts.password else {
-            return Reply::err("AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-        };
-        let (user, given) = match args {
-            [p] => (&b"default"[..], p),
-            [u, p] => (u.as_slice(), p),
-            _ => return syntax_error(),
-        };
-        if user == b"default" && equal_in_constant_time(given, password.as_bytes()) {
-            self.authed = true;
-            Reply::ok()
-        } else {
-            self.shared.metrics.auth_failure();
-            Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
         }
     }
 
@@ -457,50 +439,11 @@ fn getkeys(cmd: &[Vec<u8>]) -> Reply {
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
         return Reply::err("Invalid number of arguments specified for command");
     }
-    let (first, last, step) = spec.keys;
-    // Commands that name their keys with a count: the count, then the keys.
-    let counted = matches!(
-        spec.name,
-        "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff"
-    );
-    let stored = matches!(spec.name, "zunionstore" | "zinterstore" | "zdiffstore");
-    // BLMPOP and BZMPOP: a timeout, then a count and the keys; scripts:
-    // the script or function, then a count and the keys.
-    let timed = matches!(
-        spec.name,
-        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    );
-    let mut keys = Vec::new();
-    if counted || stored || timed {
-        let at = if stored || timed { 2 } else { 1 };
-        if stored {
-            keys.push(Reply::Bulk(cmd[1].clone()));
-        }
-        let k = integer(&cmd[at]).unwrap_or(0).max(0) as usize;
-        keys.extend(cmd.iter().skip(at + 1).take(k).cloned().map(Reply::Bulk));
-    } else if spec.name == "sort" {
-        // The key, and where the last STORE stores.
-        keys.push(Reply::Bulk(cmd[1].clone()));
-        let store = cmd
-            .iter()
-            .enumerate()
-            .skip(2)
-            .rfind(|(i, a)| a.eq_ignore_ascii_case(b"store") && i + 1 < cmd.len());
-        if let Some((i, _)) = store {
-            keys.push(Reply::Bulk(cmd[i + 1].clone()));
-        }
-    } else if first > 0 {
-        let last = if last < 0 { n + last } else { last };
-        let mut i = first;
-        while i <= last && i < n {
-            keys.push(Reply::Bulk(cmd[i as usize].clone()));
-            i += step.max(1);
-        }
-    }
+    let keys = super::table::keys_of(spec, cmd);
     if keys.is_empty() {
         return Reply::err("The command has no key arguments");
     }
-    Reply::Array(keys)
+    Reply::Array(keys.into_iter().map(Reply::Bulk).collect())
 }
 
 fn command_entry(c: &Spec) -> Reply {
@@ -511,7 +454,12 @@ fn command_entry(c: &Spec) -> Reply {
         Reply::Int(c.keys.0 as i64),
         Reply::Int(c.keys.1 as i64),
         Reply::Int(c.keys.2 as i64),
-        Reply::Array(vec![]),
+        Reply::Array(
+            super::table::categories(c)
+                .into_iter()
+                .map(|cat| Reply::Simple(format!("@{cat}")))
+                .collect(),
+        ),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),

@@ -172,6 +172,10 @@ pub struct Conn<'a> {
     /// Whether the running command only reads: a key it finds missing is
     /// a `keymiss` event ([`super::notify::KEY_MISS`]), as in Redis.
     pub reading: bool,
+    /// The ACL user it runs commands as, and the ACL's generation it was
+    /// read at.
+    pub user: Arc<super::acl::user::User>,
+    pub user_generation: u64,
     /// Whether the running command is a script's `redis.call` (MONITOR
     /// shows it as `lua`).
     pub scripting: bool,
@@ -195,7 +199,7 @@ impl<'a> Conn<'a> {
             shared,
             client,
             proto: 2,
-            authed: shared.opts.password.is_none(),
+            authed: shared.acl.default_open(),
             durability: shared.settings.durability(),
             shard,
             deps: Deps::default(),
@@ -204,6 +208,8 @@ impl<'a> Conn<'a> {
             out: Vec::with_capacity(16 * 1024),
             now: 0,
             reading: false,
+            user: shared.acl.get("default").expect("the default user"),
+            user_generation: shared.acl.generation(),
             scripting: false,
             tx: None,
             watching: Vec::new(),

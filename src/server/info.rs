@@ -607,7 +607,7 @@ mod tests {
         let clients = engine_sections(&engine, &server, &wanted(&["CLIENTS".into()]));
         assert!(
             clients.starts_with(
-                "# Clients\r\nconnected_clients:1\r\nblocked_clients:0\r\ntotal_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
+                "# Clients\r\nconnected_clients:1\r\nblocked_clients:0\r\ntotal_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\ntracking_clients:0\r\nreplies_waiting_for_durability:0\r\nreplies_waiting_bytes:0\r\n"
             ),
             "{clients}"
         );

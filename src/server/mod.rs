@@ -10,6 +10,7 @@
 //! survives as promised. Replies go out in order; a pipeline's writes,
 //! and those of every connection, share the WAL's group commit.
 
+mod acl;
 mod clock;
 mod cmd;
 mod command;
@@ -108,6 +109,8 @@ pub struct Client {
     /// Milliseconds since `since` of the last command.
     last_active: AtomicU64,
     pub name: Mutex<Vec<u8>>,
+    /// The ACL user it is authenticated as.
+    pub user: Mutex<String>,
     /// Index in the command table of the last command; `usize::MAX`: none.
     pub last_command: AtomicUsize,
     pub proto: AtomicU8,
@@ -128,6 +131,7 @@ impl Client {
             since: Instant::now(),
             last_active: AtomicU64::new(0),
             name: Mutex::new(Vec::new()),
+            user: Mutex::new("default".into()),
             last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
             flags: AtomicU8::new(0),
@@ -152,6 +156,8 @@ pub struct Shared {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub settings: settings::Settings,
+    /// The ACL users.
+    pub acl: acl::Acl,
     pub versions: clock::Versions,
     pub clock: clock::Clock,
     /// Keys of a version below this are dead (FLUSHALL, [`keys::FLOOR`]).
@@ -183,6 +189,7 @@ impl Shared {
         local_addr: SocketAddr,
     ) -> io::Result<Shared> {
         let (versions, clock, floor) = open_keyspace(&engine).map_err(io::Error::other)?;
+        let acl = acl::Acl::open(&engine, opts.password.as_deref()).map_err(io::Error::other)?;
         engine.set_compaction_filter(compaction::filter());
         Ok(Shared {
             engine,
@@ -207,6 +214,7 @@ impl Shared {
                 local_addr.port(),
                 local_addr.ip().to_string(),
             ),
+            acl,
             versions,
             clock,
             floor: AtomicU64::new(floor),
@@ -500,6 +508,7 @@ fn accept_loop(
             since: Instant::now(),
             last_active: AtomicU64::new(0),
             name: Mutex::new(Vec::new()),
+            user: Mutex::new("default".into()),
             last_command: AtomicUsize::new(usize::MAX),
             proto: AtomicU8::new(2),
             flags: AtomicU8::new(0),
@@ -544,7 +553,7 @@ fn client_flags(c: &Client) -> String {
 pub fn client_line(c: &Client) -> String {
     let name = String::from_utf8_lossy(&c.name.lock().expect("client lock")).into_owned();
     format!(
-        "id={} addr={} laddr={} name={} age={} idle={} flags={} db=0 cmd={} user=default resp={}",
+        "id={} addr={} laddr={} name={} age={} idle={} flags={} db=0 cmd={} user={} resp={}",
         c.id,
         c.addr,
         c.local,
@@ -555,6 +564,7 @@ pub fn client_line(c: &Client) -> String {
         table::COMMANDS
             .get(c.last_command.load(Ordering::Relaxed))
             .map_or("NULL", |s| s.name),
+        c.user.lock().expect("client lock"),
         c.proto.load(Ordering::Relaxed)
     )
 }

@@ -37,6 +37,7 @@ const SCRIPTING: &[&str] = &["noscript", "skip-monitor"];
 const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
 const LOADING: &[&str] = &["loading", "stale"];
 const MONITOR: &[&str] = &["admin", "noscript", "loading", "stale"];
+const ACL: &[&str] = &["noscript", "loading", "stale"];
 
 const NO: (i32, i32, i32) = (0, 0, 0);
 const K1: (i32, i32, i32) = (1, 1, 1);
@@ -277,6 +278,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("module", -2, ADMIN, NO, "server", "LIST, HELP: Stria loads no modules."),
     spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
     spec("monitor", 1, MONITOR, NO, "server", "Shows every command the server runs from now on."),
+    spec("acl", -2, ACL, NO, "server", "SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, GENPASS, DRYRUN: users stored durably."),
     spec("reset", 1, ANS, NO, "connection", "Resets the connection: RESP2, default durability, no name, no transaction."),
     // Pub/sub.
     spec("subscribe", -2, PS, NO, "pubsub", "Listens for messages published to channels."),
@@ -317,4 +319,102 @@ pub fn position(name: &[u8]) -> Option<usize> {
         *d = s.to_ascii_lowercase();
     }
     index.get(&*lower).copied()
+}
+
+/// Commands ACL's `@dangerous` holds besides the admin ones.
+const DANGEROUS: &[&str] = &[
+    "flushall", "flushdb", "keys", "sort", "info", "client", "config", "monitor", "shutdown",
+    "save", "bgsave", "lastsave", "role", "slowlog", "module", "waitaof",
+];
+
+/// The ACL categories of a command (`+@read`, `-@dangerous`), from its
+/// group and flags: the command table is their one source.
+pub fn categories(spec: &Spec) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    out.push(match spec.group {
+        "string" => "string",
+        "bitmap" => "bitmap",
+        "hash" => "hash",
+        "list" => "list",
+        "set" => "set",
+        "sorted-set" => "sortedset",
+        "stream" => "stream",
+        "geo" => "geo",
+        "generic" => "keyspace",
+        "pubsub" => "pubsub",
+        "connection" => "connection",
+        "transactions" => "transaction",
+        "scripting" => "scripting",
+        _ => "",
+    });
+    let has = |f: &str| spec.flags.contains(&f);
+    if has("write") {
+        out.push("write");
+    }
+    if has("readonly") {
+        out.push("read");
+    }
+    out.push(if has("fast") { "fast" } else { "slow" });
+    if has("blocking") {
+        out.push("blocking");
+    }
+    if has("pubsub") && !out.contains(&"pubsub") {
+        out.push("pubsub");
+    }
+    if has("admin") {
+        out.push("admin");
+    }
+    if has("admin") || DANGEROUS.contains(&spec.name) {
+        out.push("dangerous");
+    }
+    out.retain(|c| !c.is_empty());
+    out
+}
+
+/// The keys a request names (`cmd[0]` naming `spec`, its arity checked),
+/// as COMMAND GETKEYS gives them and ACL checks them.
+pub fn keys_of(spec: &Spec, cmd: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    use super::cmd::integer;
+    let n = cmd.len() as i32;
+    let (first, last, step) = spec.keys;
+    // Commands that name their keys with a count: the count, then the keys.
+    let counted = matches!(
+        spec.name,
+        "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff"
+    );
+    let stored = matches!(spec.name, "zunionstore" | "zinterstore" | "zdiffstore");
+    // BLMPOP and BZMPOP: a timeout, then a count and the keys; scripts:
+    // the script or function, then a count and the keys.
+    let timed = matches!(
+        spec.name,
+        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    );
+    let mut keys = Vec::new();
+    if counted || stored || timed {
+        let at = if stored || timed { 2 } else { 1 };
+        if stored {
+            keys.push(cmd[1].clone());
+        }
+        let k = integer(&cmd[at]).unwrap_or(0).max(0) as usize;
+        keys.extend(cmd.iter().skip(at + 1).take(k).cloned());
+    } else if spec.name == "sort" {
+        // The key, and where the last STORE stores.
+        keys.push(cmd[1].clone());
+        let store = cmd
+            .iter()
+            .enumerate()
+            .skip(2)
+            .rfind(|(i, a)| a.eq_ignore_ascii_case(b"store") && i + 1 < cmd.len());
+        if let Some((i, _)) = store {
+            keys.push(cmd[i + 1].clone());
+        }
+    } else if first > 0 {
+        let last = if last < 0 { n + last } else { last };
+        let mut i = first;
+        while i <= last && i < n {
+            keys.push(cmd[i as usize].clone());
+            i += step.max(1);
+        }
+    }
+    keys
 }

@@ -6,6 +6,7 @@
 #[path = "../common/server.rs"]
 mod harness;
 
+mod acl;
 mod bad_input;
 mod blocking;
 mod client;

@@ -176,7 +176,7 @@ impl Conn<'_> {
             let (busy, limits, open, function) = (
                 self.shard.busy().clone(),
                 self.shared.opts.limits,
-                self.shared.opts.password.is_none(),
+                self.shared.acl.default_open(),
                 r.function,
             );
             let last = Cell::new(None::<Instant>);
@@ -306,6 +306,9 @@ impl Conn<'_> {
         }
         if read_only && spec.flags.contains(&"write") {
             return fail("ERR Write commands are not allowed from read-only scripts.");
+        }
+        if let Some(Reply::Error(e)) = self.acl_refusal(spec, &args) {
+            return fail(&e);
         }
         if spec.flags.contains(&"write") {
             wrote.set(true);
