@@ -652,7 +652,11 @@ fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
                 return false;
             }
             Taken::Busy | Taken::Yield => return true,
-            Taken::Blocked => return false,
+            Taken::Blocked => {
+                // Blocked after its end came: nothing will report it again.
+                watch_for_close(c);
+                return false;
+            }
             // Every whole request the client sent before it was done is
             // answered; a partial one is not.
             Taken::Incomplete if c.eof => {
@@ -714,6 +718,13 @@ fn serve(shared: &Shared, c: &mut Connection<'_>, stopping: bool) -> bool {
 /// A connection blocked in a command reads nothing, but must learn when
 /// its client goes: a peek says whether the socket reached its end.
 fn watch_for_close(c: &mut Connection<'_>) {
+    // Its end came before it blocked (a pipelined blocking command after
+    // the last read): no readiness will report it again. A client gone
+    // while blocked is forgotten, as Redis frees it at its end of file.
+    if c.eof || c.hup {
+        c.dead = true;
+        return;
+    }
     if !c.readable {
         return;
     }

@@ -239,3 +239,31 @@ fn producers_and_blocked_consumers_hand_over_every_element_once() {
     }
     assert_eq!(seen.len(), producers * each);
 }
+
+/// A client that blocks in the last command it sent before closing (its
+/// end of file already read) is forgotten, not left blocked for ever.
+#[test]
+fn a_client_that_closes_behind_its_blocking_command_is_forgotten() {
+    use std::io::Write;
+    let dir = crate::harness::tempdir();
+    let s = crate::harness::Server::start(dir.path(), &crate::harness::Map::default());
+    let mut c = s.client();
+    for _ in 0..20 {
+        let mut raw = s.raw();
+        let mut req = crate::resp(&[b"LPUSH", b"q", b"1"]);
+        req.extend_from_slice(&crate::resp(&[b"BRPOPLPUSH", b"empty", b"b", b"0"]));
+        raw.write_all(&req).unwrap();
+        raw.shutdown(std::net::Shutdown::Write).unwrap();
+        drop(raw);
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let info: String = crate::q(&mut c, &["INFO", "clients"]);
+        if info.contains("blocked_clients:0\r\n") && info.contains("connected_clients:1\r\n") {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{info}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(crate::q::<i64>(&mut c, &["LLEN", "q"]), 20);
+}
