@@ -145,7 +145,14 @@ impl<'a> Conn<'a> {
         Ok(self.score(key, &m, member)?.map(geohash::decode_score))
     }
 
-    fn geopos(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {
+    /// Each member's reply by `shown`: its position, or `None` when it or
+    /// the key is missing.
+    fn each_point(
+        &mut self,
+        key: &[u8],
+        members: &[Vec<u8>],
+        shown: impl Fn(Option<(f64, f64)>) -> Reply,
+    ) -> Res<Reply> {
         let m = self.zset(key)?;
         let mut out = Vec::with_capacity(members.len());
         for mem in members {
@@ -153,28 +160,23 @@ impl<'a> Conn<'a> {
                 Some(m) => self.score(key, m, mem)?,
                 None => None,
             };
-            out.push(match score.map(geohash::decode_score) {
-                Some((lon, lat)) => Reply::Array(vec![coordinate(lon), coordinate(lat)]),
-                None => Reply::NilArray,
-            });
+            out.push(shown(score.map(geohash::decode_score)));
         }
         Ok(Reply::Array(out))
     }
 
+    fn geopos(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {
+        self.each_point(key, members, |p| match p {
+            Some((lon, lat)) => Reply::Array(vec![coordinate(lon), coordinate(lat)]),
+            None => Reply::NilArray,
+        })
+    }
+
     fn geohash(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {
-        let m = self.zset(key)?;
-        let mut out = Vec::with_capacity(members.len());
-        for mem in members {
-            let score = match &m {
-                Some(m) => self.score(key, m, mem)?,
-                None => None,
-            };
-            out.push(match score.map(geohash::decode_score) {
-                Some((lon, lat)) => Reply::bulk(geohash::standard_hash(lon, lat)),
-                None => Reply::Nil,
-            });
-        }
-        Ok(Reply::Array(out))
+        self.each_point(key, members, |p| match p {
+            Some((lon, lat)) => Reply::bulk(geohash::standard_hash(lon, lat)),
+            None => Reply::Nil,
+        })
     }
 
     /// GEODIST key a b [unit].

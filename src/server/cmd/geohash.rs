@@ -148,38 +148,33 @@ pub fn score_of(lon: f64, lat: f64) -> Option<u64> {
     encode(lon, lat, STEP_MAX).map(align52)
 }
 
-fn move_x(h: &mut Hash, d: i8) {
+/// Moves the coordinate in the bits of `mask` (odd bits: longitude,
+/// even: latitude) one cell up (`d` > 0) or down, wrapping around.
+fn step_bits(h: &mut Hash, d: i8, mask: u64) {
     if d == 0 {
         return;
     }
-    let mut x = h.bits & 0xaaaaaaaaaaaaaaaa;
-    let y = h.bits & 0x5555555555555555;
-    let zz = 0x5555555555555555u64 >> (64 - h.step as u32 * 2);
+    let mut moving = h.bits & mask;
+    let kept = h.bits & !mask;
+    let shift = 64 - h.step as u32 * 2;
+    // The other coordinate's bits, set: a carry runs through them.
+    let zz = !mask >> shift;
     if d > 0 {
-        x = x.wrapping_add(zz + 1);
+        moving = moving.wrapping_add(zz + 1);
     } else {
-        x |= zz;
-        x = x.wrapping_sub(zz + 1);
+        moving |= zz;
+        moving = moving.wrapping_sub(zz + 1);
     }
-    x &= 0xaaaaaaaaaaaaaaaau64 >> (64 - h.step as u32 * 2);
-    h.bits = x | y;
+    moving &= mask >> shift;
+    h.bits = moving | kept;
+}
+
+fn move_x(h: &mut Hash, d: i8) {
+    step_bits(h, d, 0xaaaaaaaaaaaaaaaa);
 }
 
 fn move_y(h: &mut Hash, d: i8) {
-    if d == 0 {
-        return;
-    }
-    let x = h.bits & 0xaaaaaaaaaaaaaaaa;
-    let mut y = h.bits & 0x5555555555555555;
-    let zz = 0xaaaaaaaaaaaaaaaau64 >> (64 - h.step as u32 * 2);
-    if d > 0 {
-        y = y.wrapping_add(zz + 1);
-    } else {
-        y |= zz;
-        y = y.wrapping_sub(zz + 1);
-    }
-    y &= 0x5555555555555555u64 >> (64 - h.step as u32 * 2);
-    h.bits = x | y;
+    step_bits(h, d, 0x5555555555555555);
 }
 
 /// The cell moved by `dx` east and `dy` north.
