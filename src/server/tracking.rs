@@ -57,7 +57,9 @@ impl<'a> Conn<'a> {
                 if let Err(why) = self.check_tracking(&mode) {
                     return Reply::err(why);
                 }
-                self.shard.tracking().enable(self.token, mode);
+                self.shard
+                    .tracking()
+                    .enable(self.token, self.client.id, mode);
             }
             b"off" => self.shard.tracking().disable(self.token),
             _ => return syntax_error(),

@@ -22,7 +22,14 @@ fn err(c: &mut redis::Connection, args: &[&str]) -> String {
 /// GEOADD of Palermo and Catania (Redis's documented example), and `more`.
 fn sicily<'a>(more: &[&'a str]) -> Vec<&'a str> {
     let mut a = vec![
-        "GEOADD", "Sicily", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania",
+        "GEOADD",
+        "Sicily",
+        "13.361389",
+        "38.115556",
+        "Palermo",
+        "15.087269",
+        "37.502669",
+        "Catania",
     ];
     a.extend_from_slice(more);
     a
@@ -89,7 +96,14 @@ fn searches_by_radius_and_box_with_their_options() {
     let dir = tempdir();
     let s = Server::start(dir.path(), &Map::default());
     let mut c = s.client();
-    let edges = ["12.758489", "38.788135", "edge1", "17.241510", "38.788135", "edge2"];
+    let edges = [
+        "12.758489",
+        "38.788135",
+        "edge1",
+        "17.241510",
+        "38.788135",
+        "edge2",
+    ];
     q::<i64>(&mut c, &sicily(&edges));
     let near: Vec<String> = q(
         &mut c,

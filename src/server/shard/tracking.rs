@@ -34,6 +34,9 @@ pub struct Mode {
 /// A tracking connection.
 #[derive(Debug)]
 pub struct Tracker {
+    /// The client id: a token is used again by later connections, and
+    /// what an earlier one read is not theirs.
+    pub id: u64,
     pub mode: Mode,
     /// CLIENT CACHING YES (OPTIN) or NO (OPTOUT) for the next command.
     pub caching: bool,
@@ -77,8 +80,8 @@ struct Prefix<'a> {
 #[derive(Default)]
 pub struct Tracking<'a> {
     trackers: HashMap<usize, Tracker, Xxh3Builder>,
-    /// Default mode: each key read and who read it.
-    readers: HashMap<Vec<u8>, Vec<usize>, Xxh3Builder>,
+    /// Default mode: each key read and who read it (token, client id).
+    readers: HashMap<Vec<u8>, Vec<(usize, u64)>, Xxh3Builder>,
     /// BCAST mode, by prefix.
     prefixes: BTreeMap<Vec<u8>, Prefix<'a>>,
     outbox: Vec<Invalidation<'a>>,
@@ -132,7 +135,7 @@ impl<'a> Tracking<'a> {
     /// CLIENT TRACKING ON: `token` tracks in `mode` (checked by the
     /// caller). Turned on again, the options are the new ones and BCAST
     /// prefixes add to those it had.
-    pub fn enable(&mut self, token: usize, mut mode: Mode) {
+    pub fn enable(&mut self, token: usize, id: u64, mut mode: Mode) {
         if mode.bcast && mode.prefixes.is_empty() {
             mode.prefixes.push(Vec::new());
         }
@@ -149,6 +152,7 @@ impl<'a> Tracking<'a> {
         self.trackers.insert(
             token,
             Tracker {
+                id,
                 mode,
                 caching: false,
                 broken: false,
@@ -175,12 +179,13 @@ impl<'a> Tracking<'a> {
 
     /// Remembers that `token` read `key`, if it tracks keys it reads now.
     pub fn remember(&mut self, token: usize, key: &[u8]) {
-        if !self.trackers.get(&token).is_some_and(Tracker::remembers) {
+        let Some(t) = self.trackers.get(&token).filter(|t| t.remembers()) else {
             return;
-        }
+        };
+        let reader = (token, t.id);
         let readers = self.readers.entry(key.to_vec()).or_default();
-        if !readers.contains(&token) {
-            readers.push(token);
+        if !readers.contains(&reader) {
+            readers.push(reader);
         }
     }
 
@@ -232,8 +237,8 @@ impl<'a> Tracking<'a> {
         let Some(readers) = self.readers.remove(key) else {
             return;
         };
-        for token in readers {
-            let Some(t) = self.trackers.get(&token) else {
+        for (token, id) in readers {
+            let Some(t) = self.trackers.get(&token).filter(|t| t.id == id) else {
                 continue;
             };
             if t.mode.bcast || (t.mode.noloop && writer == Some(token)) {
@@ -351,8 +356,9 @@ mod tests {
     fn a_reader_is_told_once_and_a_noloop_writer_not_at_all() {
         let mut t = Tracking::default();
         let none = Deps::default();
-        t.enable(1, Mode::default());
+        t.enable(1, 1, Mode::default());
         t.enable(
+            2,
             2,
             Mode {
                 noloop: true,
@@ -367,12 +373,19 @@ mod tests {
         assert_eq!(sent(&mut t), [(1, Some(vec![key("k")]))]);
         t.invalidate(vec![key("k")], Some(2), &none);
         assert!(sent(&mut t).is_empty(), "forgotten after one invalidation");
+        // A later connection on token 1 is not told of what 1 read.
+        t.remember(1, b"j");
+        t.disable(1);
+        t.enable(1, 9, Mode::default());
+        t.invalidate(vec![key("j")], None, &none);
+        assert!(sent(&mut t).is_empty(), "told another client's keys");
     }
 
     #[test]
     fn optin_and_optout_remember_by_caching() {
         let mut t = Tracking::default();
         t.enable(
+            1,
             1,
             Mode {
                 optin: true,
@@ -401,7 +414,7 @@ mod tests {
             .prefix_collision(1, &bcast(&["FOOBAR", "FOO"]))
             .unwrap()
             .starts_with("Prefix 'FOOBAR' overlaps with another provided prefix 'FOO'"));
-        t.enable(1, bcast(&["a:", "b:"]));
+        t.enable(1, 1, bcast(&["a:", "b:"]));
         assert!(t
             .prefix_collision(1, &bcast(&["a"]))
             .unwrap()
@@ -427,7 +440,7 @@ mod tests {
     #[test]
     fn the_table_is_kept_to_its_limit() {
         let mut t = Tracking::default();
-        t.enable(1, Mode::default());
+        t.enable(1, 1, Mode::default());
         for i in 0..250 {
             t.remember(1, format!("key{i}").as_bytes());
         }
