@@ -164,14 +164,10 @@ impl<'a> Conn<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::cmd::tests::{conn_on, run_command, shared_on};
+    use crate::server::cmd::tests::{conn_on, run_command, shared_on, words};
     use crate::server::metrics::testing;
     use crate::server::resp::Reply;
     use crate::server::shard::pubsub::Kind;
-
-    fn words(line: &str) -> Vec<String> {
-        line.split(' ').map(str::to_string).collect()
-    }
 
     /// A notification tells of a write: it waits for that write as the
     /// writer's reply does, and a subscriber gets nothing a crash could

@@ -202,15 +202,11 @@ impl<'a> Conn<'a> {
 mod tests {
     use std::sync::Arc;
 
-    use crate::server::cmd::tests::{conn_on, run_command, shared_on};
+    use crate::server::cmd::tests::{conn_on, run_command, shared_on, words};
     use crate::server::conn::Conn;
     use crate::server::metrics::testing;
     use crate::server::resp::Reply;
     use crate::server::Client;
-
-    fn words(line: &str) -> Vec<String> {
-        line.split(' ').map(str::to_string).collect()
-    }
 
     /// An invalidation tells of a write: it waits for that write as the
     /// writer's reply does.

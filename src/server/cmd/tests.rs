@@ -58,7 +58,8 @@ pub fn run_command<'a>(conn: &mut Conn<'a>, args: &[String]) -> (Reply, Deps<'a>
     (r, std::mem::take(&mut conn.deps))
 }
 
-fn words(line: &str) -> Vec<String> {
+/// A command line's words.
+pub fn words(line: &str) -> Vec<String> {
     line.split(' ').map(str::to_string).collect()
 }
 
