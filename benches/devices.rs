@@ -117,6 +117,7 @@ fn main() {
             duration: Duration::from_secs_f64(args.seconds),
             idle: Some(idle),
             devices: vec!["wal0".into()],
+            force: false,
         };
         match devbench::run(&configs, &opts) {
             Ok(report) => println!("{report}"),

@@ -71,7 +71,9 @@ enum Command {
     ///
     /// Give --config more than once to compare maps (say uring and psync on
     /// the same disk) side by side. Overwrites everything on the devices but
-    /// the superblock area: never run it on an appliance that holds data.
+    /// the superblock area, so it refuses a map whose engine keeps data
+    /// unless --force, and afterwards erases the engine's log and manifest:
+    /// the devices hold an empty engine.
     Devbench {
         /// YAML device maps, benchmarked in order (default: the embedded
         /// conf/local.yaml).
@@ -86,6 +88,9 @@ enum Command {
         /// Only the devices with these names (default: all).
         #[arg(long = "device")]
         devices: Vec<String>,
+        /// Run even when a map's engine keeps data, destroying it.
+        #[arg(long)]
+        force: bool,
     },
     /// Run the appliance: recover the engine and serve the Redis protocol
     /// (RESP2 and RESP3) until SHUTDOWN, SIGTERM or SIGINT.
@@ -129,8 +134,10 @@ enum Bench {
     /// HBase's WALPerformanceEvaluation: threads appending to the WAL, each
     /// waiting for its acknowledgement (or keeping --inflight in flight).
     ///
-    /// Appends to the WAL devices of the map (overwriting their log; the
-    /// log is released as soon as it is durable).
+    /// Appends to the WAL devices of the map (the log is released as soon
+    /// as it is durable). Refuses a map whose engine keeps data unless
+    /// --force; afterwards erases the engine's log and manifest, so the
+    /// devices hold an empty engine.
     WalPe {
         /// The YAML device map (default: the embedded conf/local.yaml).
         #[arg(long, short)]
@@ -159,6 +166,10 @@ enum Bench {
         /// measuring recovery time); the run must fit in the log.
         #[arg(long)]
         keep: bool,
+        /// Run even when the map's engine keeps data (block files, or log
+        /// records past the replay point), destroying it.
+        #[arg(long)]
+        force: bool,
     },
     /// Accumulo's TestIngest: C clients each write R records through the
     /// engine, BatchWriter style, and report records/s and batch latency.
@@ -498,6 +509,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             seconds,
             idle,
             devices,
+            force,
         } => {
             if !(seconds > 0.0 && seconds <= 3600.0) {
                 return Err(format!(
@@ -516,6 +528,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 duration: Duration::from_secs_f64(seconds),
                 idle,
                 devices,
+                force,
             };
             let report = devbench::run(&configs, &opts).map_err(|e| e.to_string())?;
             print!("{report}");
@@ -531,6 +544,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             inflight,
             devices,
             keep,
+            force,
         }) => {
             let cfg = load(config.as_ref())?;
             let opts = WalPeOptions {
@@ -542,6 +556,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 in_flight: inflight,
                 devices,
                 keep,
+                force,
             };
             let report = walpe::run(&cfg, &opts).map_err(|e| e.to_string())?;
             print!("{report}");

@@ -8,7 +8,9 @@
 //!    `force`; two devices that are one file are refused always.
 //! 2. Prepare: create and size every file, open every device. If any fails,
 //!    the files (and folders) this pass created are removed again.
-//! 3. Write each superblock, flush it, read it back.
+//! 3. Erase what an engine kept there (the manifest area of a data device,
+//!    the segment headers of a WAL device), then write each superblock,
+//!    flush it, read it back.
 
 use std::collections::HashMap;
 use std::fs;
@@ -16,6 +18,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::erase::erase_device;
 use super::{write_superblock, AdminError};
 use crate::config::{BackendConfig, Config, DeviceConfig};
 use crate::device::{wait, AnyDevice, Device, Request};
@@ -79,6 +82,9 @@ pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
         if dev.path().is_some() {
             crate::device::write_through(dev)?;
         }
+        // A device formatted again must not keep the manifest or the log
+        // segments of the engine it held before.
+        erase_device(cfg, dev, &opened, appliance_id)?;
         write_superblock(&opened, &sb)?;
         tracing::info!(device = %dev.name, "formatted: {sb}");
         devices.push((dev.name.clone(), Formatted::Written(sb)));

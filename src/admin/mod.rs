@@ -1,8 +1,11 @@
-//! Administration: formatting devices and inspecting what they hold.
+//! Administration: formatting devices, inspecting what they hold, and
+//! erasing the engine's metadata from them.
 
+mod erase;
 mod format;
 mod inspect;
 
+pub use erase::{erase, guard, holdings};
 pub use format::{format, FormatReport, Formatted};
 pub use inspect::{inspect, DeviceReport, DeviceState};
 
@@ -17,6 +20,10 @@ pub enum AdminError {
     /// The command would destroy something and was not told it may.
     #[error("refusing to format: {0}")]
     Refused(String),
+    /// A command that writes raw to the devices would destroy what the
+    /// engine keeps there, and was not forced.
+    #[error("{0}")]
+    WouldDestroy(String),
 }
 
 /// Reads block 0 of `dev` and decodes its superblock.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::device::{standard_cases, Case, CaseResult, Job, Pattern};
 use super::latency::fmt_us;
 use super::table::Table;
+use crate::admin::{self, AdminError};
 use crate::config::{Config, DeviceConfig, IdlePolicy, RESERVED_BYTES};
 use crate::device::{AnyDevice, AnyQueue, Device, DeviceError};
 use crate::reactor::{self, Progress, ReactorConfig, ReactorError, WaitHint, Work};
@@ -27,6 +28,8 @@ pub struct DevbenchOptions {
     pub idle: Option<IdlePolicy>,
     /// Only these devices (by name); empty means all.
     pub devices: Vec<String>,
+    /// Run even on a map whose engine keeps data, destroying it.
+    pub force: bool,
 }
 
 /// Why the bench could not run.
@@ -36,6 +39,8 @@ pub enum DevbenchError {
     Device(#[from] DeviceError),
     #[error(transparent)]
     Reactor(#[from] ReactorError),
+    #[error(transparent)]
+    Admin(#[from] AdminError),
     #[error("{0}")]
     Usage(String),
 }
@@ -56,6 +61,8 @@ pub struct Row {
 /// Everything measured, in run order.
 #[derive(Clone, Debug)]
 pub struct DevbenchReport {
+    /// What the engines kept on the maps and the forced run destroyed.
+    pub destroyed: Vec<String>,
     pub rows: Vec<Row>,
     pub duration: Duration,
     pub machine: String,
@@ -68,6 +75,13 @@ pub fn run(configs: &[Config], opts: &DevbenchOptions) -> Result<DevbenchReport,
             return Err(DevbenchError::Usage(format!(
                 "--device {name}: no such device in the maps given"
             )));
+        }
+    }
+    // Every map is checked before any device is written.
+    let mut destroyed = Vec::new();
+    for cfg in configs {
+        for what in admin::guard(cfg, "stria devbench", opts.force)? {
+            destroyed.push(format!("{}: {what}", cfg.source));
         }
     }
     let mut rows = Vec::new();
@@ -95,8 +109,12 @@ pub fn run(configs: &[Config], opts: &DevbenchOptions) -> Result<DevbenchReport,
                 });
             }
         }
+        // Whatever the cases wrote over the log and the manifest, the
+        // devices now hold an empty engine.
+        admin::erase(cfg)?;
     }
     Ok(DevbenchReport {
+        destroyed,
         rows,
         duration: opts.duration,
         machine: machine(),
@@ -340,7 +358,13 @@ impl fmt::Display for DevbenchReport {
                 r.result.first_error.as_deref().unwrap_or("")
             )?;
         }
-        Ok(())
+        for what in &self.destroyed {
+            writeln!(f, "forced: destroyed what the engine kept on {what}")?;
+        }
+        writeln!(
+            f,
+            "the engine's log and manifest were erased: the devices hold an empty engine"
+        )
     }
 }
 

@@ -5,13 +5,22 @@
 //! flight), against the WAL devices of a map. The log is released as soon
 //! as it is durable, as if the memstores flushed at once, so a long run
 //! measures the log and never fills it.
+//!
+//! The bench writes the engine's own log, so it refuses a map whose
+//! engine keeps data (unless forced) and afterwards erases the engine's
+//! metadata: the next open finds an empty engine, never a log of bench
+//! records it would read as corruption. With `keep` the log is left for
+//! the next run to recover, and the engine cannot use the devices until
+//! they are formatted again.
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::latency::{fmt_us, Latency};
+use crate::admin::{self, AdminError};
 use crate::config::{Config, Durability};
 use crate::device::{AnyDevice, DeviceError};
 use crate::reactor::{CountersSnapshot, ReactorConfig};
@@ -35,6 +44,8 @@ pub struct WalPeOptions {
     /// open recovers it all: how recovery time of a full log is measured.
     /// The run must fit in the log, or writers wait for space forever.
     pub keep: bool,
+    /// Run even on a map whose engine keeps data, destroying it.
+    pub force: bool,
 }
 
 /// What was measured.
@@ -48,6 +59,8 @@ pub struct WalPeReport {
     /// The WAL reactor's counters at the end of the run.
     pub reactor: Option<CountersSnapshot>,
     pub recovery: String,
+    /// What the engine kept on the map and the forced run destroyed.
+    pub destroyed: Vec<String>,
 }
 
 /// Why the bench could not run.
@@ -57,6 +70,8 @@ pub enum WalPeError {
     Device(#[from] DeviceError),
     #[error(transparent)]
     Wal(#[from] WalError),
+    #[error(transparent)]
+    Admin(#[from] AdminError),
     #[error("{0}")]
     Usage(String),
 }
@@ -78,6 +93,7 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         }
         names.truncate(k);
     }
+    let destroyed = admin::guard(cfg, "stria bench wal-pe", opts.force)?;
     let mut opened = Vec::with_capacity(names.len());
     for name in &names {
         let dev_cfg = cfg.device(name).expect("validated WAL device");
@@ -101,12 +117,27 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
     let latency = Arc::new(Mutex::new(Latency::new()));
     let failure: Arc<Mutex<Option<WalError>>> = Arc::default();
     let start = Instant::now();
+    let writing = AtomicUsize::new(opts.threads);
     std::thread::scope(|s| {
         for t in 0..opts.threads {
-            let (wal, latency, failure) = (&wal, &latency, &failure);
+            let (wal, latency, failure, writing) = (&wal, &latency, &failure, &writing);
             s.spawn(move || {
                 if let Err(e) = writer(wal, t, opts, latency) {
                     failure.lock().expect("lock").get_or_insert(e);
+                }
+                writing.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+        // The engine's flushes release the log on their own, not only when
+        // a writer returns: when every writer waits for an append the full
+        // log holds back, only this releases what the WAL's own flush of
+        // a full log made durable.
+        if !opts.keep {
+            let (wal, writing) = (&wal, &writing);
+            s.spawn(move || {
+                while writing.load(Ordering::SeqCst) > 0 {
+                    wal.release(wal.durable_lsn());
+                    std::thread::sleep(Duration::from_millis(1));
                 }
             });
         }
@@ -118,6 +149,10 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
     let wal = Arc::into_inner(wal).expect("writers are done");
     let reactor = wal.reactor_counters();
     let stats = wal.close()?;
+    drop(opened);
+    if !opts.keep {
+        admin::erase(cfg)?;
+    }
     let latency = Arc::into_inner(latency)
         .expect("writers are done")
         .into_inner()
@@ -130,6 +165,7 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         stats,
         reactor,
         recovery: recovered.report.to_string(),
+        destroyed,
     })
 }
 
@@ -158,7 +194,10 @@ fn writer(
         }
         let at = Instant::now();
         in_flight.push_back((at, wal.put(0, key, value.clone(), opts.durability)?));
-        if i % 1024 == 0 && !opts.keep {
+        // After every append (two atomics): releasing every 1024 appends
+        // let 8 threads of 4 KiB values fill a 32 MiB log between two
+        // releases.
+        if !opts.keep {
             wal.release(wal.durable_lsn());
         }
     }
@@ -247,7 +286,26 @@ impl fmt::Display for WalPeReport {
         if let Some(r) = &self.reactor {
             writeln!(f, "  {r}")?;
         }
-        writeln!(f, "  recovery at open: {}", self.recovery)
+        writeln!(f, "  recovery at open: {}", self.recovery)?;
+        if !self.destroyed.is_empty() {
+            writeln!(
+                f,
+                "  forced: destroyed what the engine kept ({})",
+                self.destroyed.join("; ")
+            )?;
+        }
+        if self.opts.keep {
+            writeln!(
+                f,
+                "  the log is kept for the next run to recover (give it --force); \
+                 the engine cannot use these devices until `stria format --force`"
+            )
+        } else {
+            writeln!(
+                f,
+                "  the engine's log and manifest were erased: the devices hold an empty engine"
+            )
+        }
     }
 }
 

@@ -306,6 +306,22 @@ impl<D: Device> Manifest<D> {
         Ok(Some((m, state)))
     }
 
+    /// Reads the state the manifest holds, as [`Manifest::open`] would
+    /// recover it, but writes nothing. `Ok(None)` when the area is blank.
+    pub fn peek(
+        devices: &[D],
+        area: (u64, u64),
+        queues: &mut [D::Queue],
+    ) -> Result<Option<ManifestState>, ManifestError> {
+        let geo = Geometry::new(devices, area, queues.len())?;
+        let images = devices
+            .iter()
+            .zip(queues.iter_mut())
+            .map(|(d, q)| read_area(d, q, geo.first, 2 * geo.half))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(recover(devices, &geo, &images)?.map(|found| found.state))
+    }
+
     /// Applies `edit` atomically and durably, on every manifest device,
     /// before returning. On `Err` the state in memory is unchanged; after a
     /// device error every later call fails with [`ManifestError::Poisoned`]

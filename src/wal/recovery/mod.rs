@@ -212,24 +212,7 @@ pub fn recover<D: Device>(
     opts: &RecoveryOptions,
 ) -> Result<Recovered, RecoveryError> {
     let started = Instant::now();
-    let scans = std::thread::scope(|s| {
-        let handles: Vec<_> = devices
-            .iter()
-            .enumerate()
-            .map(|(dev, wd)| s.spawn(move || scan::scan_device(dev, wd, opts)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a WAL scan thread panicked"))
-            .collect::<Result<Vec<_>, _>>()
-    })?;
-    let mut found: Vec<scan::Found> = Vec::new();
-    let mut scans = scans;
-    for s in &mut scans {
-        found.append(&mut s.batches);
-    }
-    let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
-    let plan = prefix::plan(&found, &scans, &names, opts)?;
+    let (scans, mut found, plan) = scan_and_plan(devices, opts)?;
     tail::truncate_and_flush(devices, &found, &plan.beyond)?;
 
     let epoch = scans
@@ -270,6 +253,63 @@ pub fn recover<D: Device>(
         devices: logs,
         report,
     })
+}
+
+/// What the log holds from the replay point on, found as [`recover`] finds
+/// it but touching nothing: no tail is truncated, no device flushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Survey {
+    /// Records of the gap-free prefix from the replay point.
+    pub records: u64,
+    /// The first LSN of the prefix (the replay point).
+    pub first_lsn: Lsn,
+    /// The first LSN after it.
+    pub next_lsn: Lsn,
+}
+
+/// Reads the log as [`recover`] would, and says what a recovery would
+/// replay; writes nothing.
+pub fn survey<D: Device>(
+    devices: &[WalDevice<D>],
+    opts: &RecoveryOptions,
+) -> Result<Survey, RecoveryError> {
+    let (_, found, plan) = scan_and_plan(devices, opts)?;
+    let records = plan
+        .taken
+        .iter()
+        .filter_map(|&i| found[i].state.as_ref().ok())
+        .map(|recs| recs.iter().filter(|r| r.lsn >= plan.start).count() as u64)
+        .sum();
+    Ok(Survey {
+        records,
+        first_lsn: plan.start,
+        next_lsn: plan.next_lsn,
+    })
+}
+
+/// Scans every device at once, one thread each, and plans the prefix.
+fn scan_and_plan<D: Device>(
+    devices: &[WalDevice<D>],
+    opts: &RecoveryOptions,
+) -> Result<(Vec<scan::DeviceScan>, Vec<scan::Found>, prefix::Plan), RecoveryError> {
+    let mut scans = std::thread::scope(|s| {
+        let handles: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(dev, wd)| s.spawn(move || scan::scan_device(dev, wd, opts)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a WAL scan thread panicked"))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let mut found: Vec<scan::Found> = Vec::new();
+    for s in &mut scans {
+        found.append(&mut s.batches);
+    }
+    let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+    let plan = prefix::plan(&found, &scans, &names, opts)?;
+    Ok((scans, found, plan))
 }
 
 /// Where the writer goes on, on the device at position `dev`.
