@@ -360,6 +360,44 @@ fn sim_model_is_validated() {
 }
 
 #[test]
+fn sim_fault_classes_are_read_and_validated() {
+    let line = "{ name: data0, backend: sim, size: 64MiB, role: data }";
+    let faults =
+        "{ name: data0, backend: sim, size: 64MiB, role: data, sim: { misdirect-rate: 0.01, \
+                  lost-write-rate: 0.02, corrupt-read-rate: 0.03, latent-errors: [300, 301], \
+                  slow-from-op: 10, slow-ops: 5, slow-factor: 1000, vanish-at-op: 99 } }";
+    let cfg = parse(&GOOD.replacen(line, faults, 1)).unwrap();
+    let stria::config::BackendConfig::Sim(sim) = &cfg.device("data0").unwrap().backend else {
+        panic!("a sim device");
+    };
+    let f = &sim.faults;
+    assert_eq!(
+        (f.misdirect_rate, f.lost_write_rate, f.corrupt_read_rate),
+        (0.01, 0.02, 0.03)
+    );
+    assert_eq!(f.latent_errors, vec![300, 301]);
+    assert_eq!(
+        (f.slow_from_op, f.slow_ops, f.slow_factor, f.vanish_at_op),
+        (Some(10), 5, 1000, Some(99))
+    );
+    for (bad, says) in [
+        (
+            "misdirect-rate: 2",
+            "devices[2].sim.misdirect-rate: 2 is outside [0, 1]",
+        ),
+        (
+            "slow-factor: 0",
+            "devices[2].sim.slow-factor: 0 is not from 1 to 1000000",
+        ),
+        ("latent-errors: [x]", "devices[2].sim.latent-errors[0]"),
+        ("vanish-at-op: -1", "devices[2].sim.vanish-at-op"),
+    ] {
+        let err = error_of(line, &line.replace(" }", &format!(", sim: {{ {bad} }} }}")));
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn missing_file_is_reported() {
     let err = Config::load(std::path::Path::new("/nonexistent/stria.yaml"))
         .unwrap_err()

@@ -242,6 +242,23 @@ pub struct SimFaults {
     pub fail_ops: Vec<u64>,
     /// Cut power when this operation number is submitted.
     pub power_cut_at_op: Option<u64>,
+    /// Probability that a write lands at another LBA of the device (chosen
+    /// at random) while reporting success: a misdirected write.
+    pub misdirect_rate: f64,
+    /// Probability that a write is dropped while reporting success.
+    pub lost_write_rate: f64,
+    /// Probability that a read returns its data with one bit flipped.
+    pub corrupt_read_rate: f64,
+    /// Blocks whose reads fail (latent sector errors) until rewritten.
+    pub latent_errors: Vec<u64>,
+    /// Gray failure: requests numbered from `slow_from_op`, `slow_ops` of
+    /// them, take `slow_factor` times their latency and transfer time.
+    pub slow_from_op: Option<u64>,
+    pub slow_ops: u64,
+    pub slow_factor: u64,
+    /// Fail-stop: the device vanishes (as a pulled drive) when this
+    /// operation number is submitted, and stays gone across reboots.
+    pub vanish_at_op: Option<u64>,
 }
 
 /// Where an SPDK controller is, and which of its namespaces is the device.

@@ -80,6 +80,15 @@ pub struct RawSim {
     #[serde(default)]
     pub fail_ops: Vec<Leaf>,
     pub power_cut_at_op: Option<Leaf>,
+    pub misdirect_rate: Option<Leaf>,
+    pub lost_write_rate: Option<Leaf>,
+    pub corrupt_read_rate: Option<Leaf>,
+    #[serde(default)]
+    pub latent_errors: Vec<Leaf>,
+    pub slow_from_op: Option<Leaf>,
+    pub slow_ops: Option<Leaf>,
+    pub slow_factor: Option<Leaf>,
+    pub vanish_at_op: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -724,6 +724,30 @@ fn sim(c: &Checker, raw: Option<&RawSim>, i: usize) -> Result<SimConfig> {
             "an operation number",
         )?);
     }
+    let mut latent_errors = Vec::with_capacity(s.latent_errors.len());
+    for (j, leaf) in s.latent_errors.iter().enumerate() {
+        latent_errors.push(c.uint(
+            leaf,
+            &field(&format!("latent-errors[{j}]")),
+            "a block number (LBA)",
+        )?);
+    }
+    let op = |leaf: &Option<Leaf>, key: &str| {
+        leaf.as_ref()
+            .map(|l| c.uint(l, &field(key), "an operation number"))
+            .transpose()
+    };
+    let slow_factor = c.or(&s.slow_factor, 100, |l| {
+        let v: u64 = c.uint(l, &field("slow-factor"), "a factor (unsigned integer)")?;
+        if !(1..=1_000_000).contains(&v) {
+            return Err(c.at(
+                l,
+                &field("slow-factor"),
+                format!("{v} is not from 1 to 1000000"),
+            ));
+        }
+        Ok(v)
+    })?;
     Ok(SimConfig {
         write_us: us(&s.write_us, "write-us", d.write_us)?,
         read_us: us(&s.read_us, "read-us", d.read_us)?,
@@ -743,11 +767,17 @@ fn sim(c: &Checker, raw: Option<&RawSim>, i: usize) -> Result<SimConfig> {
             write_error_rate: rate(&s.write_error_rate, "write-error-rate")?,
             flush_error_rate: rate(&s.flush_error_rate, "flush-error-rate")?,
             fail_ops,
-            power_cut_at_op: s
-                .power_cut_at_op
-                .as_ref()
-                .map(|l| c.uint(l, &field("power-cut-at-op"), "an operation number"))
-                .transpose()?,
+            power_cut_at_op: op(&s.power_cut_at_op, "power-cut-at-op")?,
+            misdirect_rate: rate(&s.misdirect_rate, "misdirect-rate")?,
+            lost_write_rate: rate(&s.lost_write_rate, "lost-write-rate")?,
+            corrupt_read_rate: rate(&s.corrupt_read_rate, "corrupt-read-rate")?,
+            latent_errors,
+            slow_from_op: op(&s.slow_from_op, "slow-from-op")?,
+            slow_ops: c.or(&s.slow_ops, 0, |l| {
+                c.uint(l, &field("slow-ops"), "a number of operations")
+            })?,
+            slow_factor,
+            vanish_at_op: op(&s.vanish_at_op, "vanish-at-op")?,
         },
     })
 }

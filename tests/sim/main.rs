@@ -2,6 +2,7 @@
 //! timing and fault injection, `crash` for power cuts and what survives them.
 
 mod crash;
+mod faults;
 mod io;
 
 use std::time::Instant;

@@ -72,9 +72,35 @@
 //!     the power loss decides: the outcome is exactly that of
 //!     `reboot(seed)`.
 //!
-//! Not modelled: misdirected writes, latent sector errors, silent
-//! corruption of stored data, and reordering of completions of a single
-//! queue beyond what due times imply.
+//! 11. **Misdirected and lost writes** (`misdirect-rate`, `lost-write-rate`,
+//!     drawn at acceptance after the error draw). A misdirected write
+//!     reports success but lands, whole, at an LBA drawn uniformly from the
+//!     device (the intended blocks keep what they held); a lost write
+//!     reports success and writes nothing. Both are counted in
+//!     `silent_faults`. [`SimDevice::misdirect_at_rest`] copies one block
+//!     over another, for tests that want a misdirected block at a chosen
+//!     place.
+//! 12. **Latent sector errors** (`latent-errors`: a list of LBAs, and
+//!     [`SimDevice::add_latent_errors`]). A read that covers such a block
+//!     fails with [`DeviceError::Io`] naming it, until a write that lands
+//!     on it (misdirected ones included) clears it. They are a defect of
+//!     the media: a reboot keeps them.
+//! 13. **Corrupted reads** (`corrupt-read-rate`): a read reports success
+//!     with one bit of its data flipped (byte and bit drawn at acceptance);
+//!     what is stored stays right. [`SimDevice::corrupt_at_rest`] flips a
+//!     bit of the stored block itself, which every later read and a crash
+//!     keep.
+//! 14. **Gray failure** (`slow-from-op`, `slow-ops`, `slow-factor`, default
+//!     100): requests numbered from `slow-from-op`, `slow-ops` of them, take
+//!     `slow-factor` times the time items 3 give them, and succeed.
+//! 15. **Fail-stop** (`vanish-at-op`, or [`SimDevice::vanish`]): the device
+//!     vanishes as a pulled drive: the request with that number and every
+//!     later one is refused offline, requests in flight fail as at a power
+//!     cut, and a reboot brings back a device that is still gone (its
+//!     first request is refused). Other devices go on.
+//!
+//! Not modelled: reordering of completions of a single queue beyond what
+//! due times imply.
 //!
 //! Storage is sparse (64 KiB chunks allocated on first non-zero write), so
 //! devices of several GiB cost only what is written. Unflushed writes are
@@ -120,6 +146,9 @@ pub struct SimStats {
     /// Requests failed by fault injection (`fail-ops`, an error rate, or a
     /// flush failing after an injected flush failure).
     pub errors_injected: u64,
+    /// Misdirected and lost writes and corrupted reads: requests that
+    /// reported success and did something else.
+    pub silent_faults: u64,
     /// Requests refused at submission (invalid, queue full, offline).
     pub refused: u64,
     /// Bytes of completed writes in the volatile cache, not yet persistent.
@@ -238,6 +267,44 @@ impl SimDevice {
         }
     }
 
+    /// Makes reads of blocks `lba..lba + blocks` fail until they are
+    /// rewritten (fault model, item 12).
+    pub fn add_latent_errors(&self, lba: u64, blocks: u64) {
+        self.shared.lock().latent.extend(lba..lba + blocks);
+    }
+
+    /// Flips bit `bit` of byte `byte` of block `lba` at rest: in what reads
+    /// see and in what survives a crash (fault model, item 13).
+    pub fn corrupt_at_rest(&self, lba: u64, byte: usize, bit: u8) {
+        let mut state = self.shared.lock();
+        let bs = state.info.block_size as usize;
+        let mut block = vec![0u8; bs];
+        state.media.read(lba, &mut block);
+        block[byte % bs] ^= 1 << (bit % 8);
+        state.media.write_bufs_through(lba, &[&block]);
+    }
+
+    /// Copies block `from` over block `to` at rest, as a misdirected write
+    /// of `from`'s data would have left it (fault model, item 11).
+    pub fn misdirect_at_rest(&self, from: u64, to: u64) {
+        let mut state = self.shared.lock();
+        let bs = state.info.block_size as usize;
+        let mut block = vec![0u8; bs];
+        state.media.read(from, &mut block);
+        state.media.write_bufs_through(to, &[&block]);
+    }
+
+    /// The device vanishes now, as a pulled drive (fault model, item 15):
+    /// every request fails, and it stays gone across reboots.
+    pub fn vanish(&self) {
+        let mut state = self.shared.lock();
+        state.vanished = true;
+        state.go_offline(
+            "the device vanished (fail-stop, as a pulled drive)".to_string(),
+            true,
+        );
+    }
+
     /// Cuts the power now (fault model, item 8). Idempotent.
     pub fn cut_power(&self) {
         self.shared.lock().go_offline("power cut".to_string(), true);
@@ -302,6 +369,14 @@ impl SimDevice {
             media,
         );
         new.set_sticky_flush_errors(state.sticky_flush_errors);
+        {
+            let mut s = new.shared.lock();
+            s.latent = state.latent.clone();
+            if state.vanished {
+                // A pulled drive stays gone: it fails from its first request.
+                s.model.faults.vanish_at_op = Some(0);
+            }
+        }
         new
     }
 
@@ -411,6 +486,7 @@ fn rebooted_model(model: &SimConfig, seed: u64) -> SimConfig {
     model.seed = seed;
     model.faults.fail_ops.clear();
     model.faults.power_cut_at_op = None;
+    model.faults.vanish_at_op = None;
     model
 }
 

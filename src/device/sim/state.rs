@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::time::Instant;
 
-use super::faults::Faults;
+use super::faults::{Fate, Faults};
 use super::media::Media;
 use super::timing::Timing;
 use super::SimStats;
@@ -28,8 +28,8 @@ type Key = (Instant, u64);
 struct InFlight {
     queue: u64,
     req: Request,
-    /// Why it will fail, when fault injection picked it.
-    failure: Option<String>,
+    /// What fault injection picked for it.
+    fate: Fate,
     /// For a flush: the media's write watermark when it was submitted.
     covers: u64,
 }
@@ -68,6 +68,11 @@ pub(super) struct State {
     /// Writes in flight when the device went offline, in submission order.
     pub lost: Vec<LostWrite>,
     pub stats: SimStats,
+    /// Blocks whose reads fail until a write covers them (latent sector
+    /// errors): a defect of the media, kept across reboots.
+    pub latent: BTreeSet<u64>,
+    /// It vanished (fail-stop): it stays gone across reboots.
+    pub vanished: bool,
     timing: Timing,
     faults: Faults,
     next_op: u64,
@@ -81,6 +86,8 @@ impl State {
         State {
             timing: Timing::new(&model),
             faults: Faults::new(&model.faults, model.seed),
+            latent: model.faults.latent_errors.iter().copied().collect(),
+            vanished: false,
             info,
             model,
             media,
@@ -135,14 +142,32 @@ impl State {
             self.go_offline(why, true);
             return self.refuse(req, error);
         }
+        if self.model.faults.vanish_at_op.is_some_and(|at| op >= at) {
+            let why = format!("the device vanished at op {op} (fail-stop, as a pulled drive)");
+            let error = offline(&self.info.name, &req, &why);
+            self.vanished = true;
+            self.go_offline(why, true);
+            return self.refuse(req, error);
+        }
         let kind = req.kind();
         match kind {
             IoKind::Write => self.stats.writes += 1,
             IoKind::Read => self.stats.reads += 1,
             IoKind::Flush => self.stats.flushes += 1,
         }
-        let failure = self.faults.fate(op, kind);
-        let key = (self.timing.due(now, kind, req.bytes()), op);
+        let blocks = req.bytes() / u64::from(self.info.block_size);
+        let fate = self
+            .faults
+            .fate(op, kind, blocks, self.info.capacity_blocks);
+        let mut due = self.timing.due(now, kind, req.bytes());
+        let f = &self.model.faults;
+        if f.slow_from_op
+            .is_some_and(|from| op >= from && op - from < f.slow_ops)
+        {
+            // Gray failure: the same request, `slow-factor` times slower.
+            due = now + (due - now) * u32::try_from(f.slow_factor.max(1)).unwrap_or(u32::MAX);
+        }
+        let key = (due, op);
         let covers = self.media.watermark();
         if let Some(q) = self.queues.get_mut(&queue) {
             q.pending.insert(key);
@@ -150,7 +175,7 @@ impl State {
         let entry = InFlight {
             queue,
             req,
-            failure,
+            fate,
             covers,
         };
         self.in_flight.insert(key, entry);
@@ -200,9 +225,13 @@ impl State {
         let InFlight {
             queue,
             mut req,
-            failure,
+            fate,
             covers,
         } = inflight;
+        let failure = match &fate {
+            Fate::Fail(why) => Some(why.clone()),
+            _ => self.latent_error(&req),
+        };
         // A FUA write syncs as a flush does, and fails as one.
         let kind = if req.makes_durable() {
             IoKind::Flush
@@ -235,7 +264,7 @@ impl State {
                 })
             }
             None => {
-                self.apply(&mut req, covers);
+                self.apply(&mut req, covers, &fate);
                 Ok(())
             }
         };
@@ -246,16 +275,35 @@ impl State {
     }
 
     /// Makes a successful request take effect on the media.
-    fn apply(&mut self, req: &mut Request, covers: u64) {
+    /// A silent fault of `fate` (a misdirected or lost write, a corrupted
+    /// read) reports success like a normal request.
+    fn apply(&mut self, req: &mut Request, covers: u64, fate: &Fate) {
         let bs = self.info.block_size as usize;
         match &mut req.op {
             Op::Write { lba, bufs, fua } => {
                 let parts: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-                self.stats.bytes_written += parts.iter().map(|p| p.len() as u64).sum::<u64>();
+                let bytes = parts.iter().map(|p| p.len() as u64).sum::<u64>();
+                self.stats.bytes_written += bytes;
+                let at = match fate {
+                    Fate::Lose => {
+                        self.stats.silent_faults += 1;
+                        return;
+                    }
+                    Fate::Misdirect(to) => {
+                        self.stats.silent_faults += 1;
+                        *to
+                    }
+                    _ => *lba,
+                };
+                let blocks = bytes / bs as u64;
+                let cleared: Vec<u64> = self.latent.range(at..at + blocks).copied().collect();
+                for b in cleared {
+                    self.latent.remove(&b);
+                }
                 if *fua {
-                    self.media.write_bufs_through(*lba, &parts);
+                    self.media.write_bufs_through(at, &parts);
                 } else {
-                    self.media.write_bufs(*lba, &parts);
+                    self.media.write_bufs(at, &parts);
                 }
             }
             Op::Read { lba, bufs } => {
@@ -265,9 +313,33 @@ impl State {
                     at += (buf.len() / bs) as u64;
                     self.stats.bytes_read += buf.len() as u64;
                 }
+                if let Fate::Corrupt { byte, bit } = fate {
+                    self.stats.silent_faults += 1;
+                    let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+                    let mut at = byte % total.max(1);
+                    for buf in bufs.iter_mut() {
+                        if at < buf.len() as u64 {
+                            buf[at as usize] ^= 1 << bit;
+                            break;
+                        }
+                        at -= buf.len() as u64;
+                    }
+                }
             }
             Op::Flush => self.media.flush(covers),
         }
+    }
+
+    /// Why a read of `req` fails on a latent sector error, if it does.
+    fn latent_error(&self, req: &Request) -> Option<String> {
+        let Op::Read { lba, .. } = &req.op else {
+            return None;
+        };
+        let blocks = req.bytes() / u64::from(self.info.block_size);
+        self.latent
+            .range(*lba..*lba + blocks)
+            .next()
+            .map(|b| format!("latent sector error: block {b} cannot be read until it is rewritten"))
     }
 
     /// Takes the device offline for `why`, having lost power if
