@@ -726,7 +726,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         fill: impl FnOnce(&mut TableBuilder, &mut FileWriter<'_, D>) -> Result<()>,
     ) -> Result<Option<TableMeta>> {
         let device = &self.store.devices[dev as usize];
-        let mut builder = TableBuilder::new(self.opts.table.clone());
+        // Each block's checksum names where it lies, so a block read back
+        // from anywhere else (a misdirected write, a stale copy) fails it.
+        let mut builder =
+            TableBuilder::new(self.opts.table.clone()).at(crate::table::Place::at(dev, offset));
         let mut w = FileWriter {
             device,
             queue: &mut queues[dev as usize],

@@ -189,4 +189,8 @@ impl<D: Device<Queue: Send>> BlockSource for FileSource<D> {
         let c = &self.store.cache;
         c.enabled().then_some((c, self.file))
     }
+
+    fn place(&self) -> crate::table::Place {
+        crate::table::Place::at(self.device, self.offset)
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::codec::{check_crc, put_varint, varint_len, Decoder};
+use super::codec::{check_crc, put_varint, varint_len, Decoder, Place};
 use super::seek::Block;
 use super::{CachedBlock, Entry, EntryKind, Result};
 
@@ -78,8 +78,13 @@ impl std::fmt::Display for BlockName {
 impl BlockScan {
     /// Checks the CRC of `block`, data block `number` at file offset
     /// `offset`, and starts a scan at its first entry.
-    pub(crate) fn new(block: Vec<u8>, number: usize, offset: u64) -> Result<BlockScan> {
-        let body = BlockScan::check(block, number, offset)?;
+    pub(crate) fn new(
+        block: Vec<u8>,
+        number: usize,
+        offset: u64,
+        place: Place,
+    ) -> Result<BlockScan> {
+        let body = BlockScan::check(block, number, offset, place)?;
         Ok(BlockScan::checked(
             Block::plain(body).into(),
             BlockName(number),
@@ -88,9 +93,14 @@ impl BlockScan {
     }
 
     /// The body of `block` once its CRC is checked (and cut off).
-    pub(crate) fn check(mut block: Vec<u8>, number: usize, offset: u64) -> Result<Vec<u8>> {
+    pub(crate) fn check(
+        mut block: Vec<u8>,
+        number: usize,
+        offset: u64,
+        place: Place,
+    ) -> Result<Vec<u8>> {
         let what = BlockName(number).to_string();
-        let body = check_crc(&block, &what, offset)?.len();
+        let body = check_crc(&block, &what, offset, place)?.len();
         block.truncate(body);
         Ok(block)
     }

@@ -2,7 +2,7 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::codec::{check_crc, seal_crc, Decoder};
+use super::codec::{check_crc, seal_crc, Decoder, Place};
 use super::Result;
 
 /// Most probes per key.
@@ -80,8 +80,8 @@ impl std::fmt::Debug for Bloom {
 
 impl Bloom {
     /// Decodes and checks the bloom block at file offset `offset`.
-    pub(crate) fn decode(block: &[u8], offset: u64) -> Result<Bloom> {
-        let body = check_crc(block, "bloom block", offset)?;
+    pub(crate) fn decode(block: &[u8], offset: u64, place: Place) -> Result<Bloom> {
+        let body = check_crc(block, "bloom block", offset, place)?;
         let mut d = Decoder::new(body, offset, &"bloom block");
         let k = d.u32("probe count")?;
         let bits = d.bytes(d.remaining() as u64, "bits")?.to_vec();

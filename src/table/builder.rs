@@ -8,9 +8,9 @@
 
 use super::block::{entry_len, put_entry, shared_prefix};
 use super::bloom::{self, BLOOM_FIXED};
-use super::codec::{seal_crc, varint_len, MAX_VARINT};
+use super::codec::{seal_crc, varint_len, Place, MAX_VARINT};
 use super::error::KeyDisplay;
-use super::footer::{Footer, FOOTER_BYTES};
+use super::footer::{Footer, FOOTER_BYTES, FORMAT_VERSION};
 use super::index::{IndexWriter, HANDLE_FIXED, INDEX_FIXED};
 use super::meta::{encode_meta, META_FIXED};
 use super::{EntryKind, Result, TableError, TableMeta, TableOptions};
@@ -30,6 +30,8 @@ pub struct TableBuilder {
     index: IndexWriter,
     hashes: Vec<u64>,
     meta: TableMeta,
+    /// Where the file will lie, which every block's checksum covers.
+    place: Place,
 }
 
 impl TableBuilder {
@@ -62,7 +64,15 @@ impl TableBuilder {
                 min_lsn: 0,
                 max_lsn: 0,
             },
+            place: Place::at(0, 0),
         }
+    }
+
+    /// The file will be written at `place` (default: byte 0 of data device
+    /// 0); it reads back only from there.
+    pub fn at(mut self, place: Place) -> TableBuilder {
+        self.place = place;
+        self
     }
 
     /// Appends an entry. Keys must be strictly increasing (else
@@ -169,9 +179,14 @@ impl TableBuilder {
         self.meta.max_key = std::mem::take(&mut self.last_key);
 
         let index_off = self.len();
-        let index = std::mem::replace(&mut self.index, IndexWriter::new()).finish();
-        let bloom = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
-        let meta = encode_meta(&self.meta);
+        let mut index = std::mem::replace(&mut self.index, IndexWriter::new()).finish();
+        let mut bloom = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
+        let mut meta = encode_meta(&self.meta);
+        self.place.reseal(&mut index, index_off);
+        self.place
+            .reseal(&mut bloom, index_off + index.len() as u64);
+        self.place
+            .reseal(&mut meta, index_off + (index.len() + bloom.len()) as u64);
         let len32 = |what: &str, b: &[u8]| {
             u32::try_from(b.len())
                 .map_err(|_| TableError::TooLarge(format!("a {what} block of {} bytes", b.len())))
@@ -182,6 +197,7 @@ impl TableBuilder {
         let bs = u64::from(self.opts.device_block);
         let file_bytes = (meta_end + FOOTER_BYTES as u64).div_ceil(bs) * bs;
         let footer = Footer {
+            version: FORMAT_VERSION,
             device_block: self.opts.device_block,
             index_off,
             bloom_off,
@@ -256,6 +272,8 @@ impl TableBuilder {
     /// Ends the open data block with its CRC and indexes it.
     fn seal_block(&mut self) {
         seal_crc(&mut self.out, self.block_start);
+        let at = self.base + self.block_start as u64;
+        self.place.reseal(&mut self.out[self.block_start..], at);
         let offset = self.base + self.block_start as u64;
         let len = (self.out.len() - self.block_start) as u64;
         self.index.add(&self.last_key, offset, len);

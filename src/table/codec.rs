@@ -21,9 +21,56 @@ pub(crate) fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
+/// Where a block file lies on its device, which the checksum of each of its
+/// blocks covers (format 2): a block read back from anywhere else, a
+/// misdirected write or a stale copy, fails its check even though its bytes
+/// are intact. Format 1 files have plain checksums (`Place::UNBOUND`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// Data device index and byte offset of the file's start, if bound.
+    at: Option<(u32, u64)>,
+}
+
+impl Place {
+    /// Plain checksums, as format 1 wrote them.
+    pub const UNBOUND: Place = Place { at: None };
+
+    /// A file starting at byte `start` of data device `device`.
+    pub fn at(device: u32, start: u64) -> Place {
+        Place {
+            at: Some((device, start)),
+        }
+    }
+
+    /// The CRC32C seed of the block at file offset `offset`: the checksum
+    /// of its device and its byte offset on the device.
+    pub(crate) fn seed(&self, offset: u64) -> u32 {
+        let Some((device, start)) = self.at else {
+            return 0;
+        };
+        let mut id = [0u8; 12];
+        id[..4].copy_from_slice(&device.to_le_bytes());
+        id[4..].copy_from_slice(&(start + offset).to_le_bytes());
+        crc32c::crc32c(&id)
+    }
+
+    /// Replaces the plain checksum sealed at the end of `block` (at file
+    /// offset `offset`) by this place's.
+    pub(crate) fn reseal(&self, block: &mut [u8], offset: u64) {
+        let body = block.len() - 4;
+        let crc = crc32c::crc32c_append(self.seed(offset), &block[..body]);
+        block[body..].copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
 /// Checks the CRC32C in the last 4 bytes of `block` (which starts at file
-/// offset `offset`) and returns the bytes before it.
-pub(crate) fn check_crc<'a>(block: &'a [u8], what: &str, offset: u64) -> Result<&'a [u8]> {
+/// offset `offset` of a file at `place`) and returns the bytes before it.
+pub(crate) fn check_crc<'a>(
+    block: &'a [u8],
+    what: &str,
+    offset: u64,
+    place: Place,
+) -> Result<&'a [u8]> {
     if block.len() < 4 {
         return Err(TableError::Corrupt {
             what: format!("{what}: {} bytes, too short for its checksum", block.len()),
@@ -32,11 +79,17 @@ pub(crate) fn check_crc<'a>(block: &'a [u8], what: &str, offset: u64) -> Result<
     }
     let (body, tail) = block.split_at(block.len() - 4);
     let stored = u32::from_le_bytes(tail.try_into().expect("4 bytes"));
-    if crc32c::crc32c(body) != stored {
-        return Err(TableError::Corrupt {
-            what: format!("{what}: checksum mismatch"),
-            offset,
-        });
+    if crc32c::crc32c_append(place.seed(offset), body) != stored {
+        let what = if place != Place::UNBOUND && crc32c::crc32c(body) == stored {
+            // Intact bytes with a plain checksum: not a block of this format.
+            format!("{what}: checksum mismatch (a block with no place)")
+        } else {
+            format!(
+                "{what}: checksum mismatch (damaged, or a block written for another place: \
+                 a misdirected or stale write)"
+            )
+        };
+        return Err(TableError::Corrupt { what, offset });
     }
     Ok(body)
 }

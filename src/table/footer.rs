@@ -5,8 +5,10 @@ use super::{Result, TableError};
 
 /// Identifies a Stria block file.
 pub const MAGIC: [u8; 8] = *b"STRIA\0BF";
-/// The block file format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The block file format version this build writes. Version 2 binds each
+/// block's checksum to the file's place ([`Place`](super::Place)); version 1
+/// files (plain checksums) are still read.
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of the footer, at the very end of the file.
 pub const FOOTER_BYTES: usize = 64;
 
@@ -15,6 +17,8 @@ const CRC_AT: usize = FOOTER_BYTES - 4;
 /// Where the index, bloom and meta blocks are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Footer {
+    /// The format version the file was written in.
+    pub version: u32,
     pub device_block: u32,
     pub index_off: u64,
     pub bloom_off: u64,
@@ -30,7 +34,7 @@ impl Footer {
     pub(crate) fn encode(&self) -> [u8; FOOTER_BYTES] {
         let mut out = [0u8; FOOTER_BYTES];
         out[0..8].copy_from_slice(&MAGIC);
-        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[8..12].copy_from_slice(&self.version.to_le_bytes());
         out[12..16].copy_from_slice(&self.device_block.to_le_bytes());
         out[16..24].copy_from_slice(&self.index_off.to_le_bytes());
         out[24..32].copy_from_slice(&self.bloom_off.to_le_bytes());
@@ -65,7 +69,7 @@ impl Footer {
         let mut d = Decoder::new(b, offset, &"footer");
         d.bytes(8, "magic")?;
         let version = d.u32("version")?;
-        if version != FORMAT_VERSION {
+        if !(1..=FORMAT_VERSION).contains(&version) {
             return Err(TableError::UnsupportedVersion(version));
         }
         let stored = u32::from_le_bytes(b[CRC_AT..].try_into().expect("4 bytes"));
@@ -73,6 +77,7 @@ impl Footer {
             return Err(d.corrupt_at(0, "checksum mismatch"));
         }
         let f = Footer {
+            version,
             device_block: d.u32("device block")?,
             index_off: d.u64("index offset")?,
             bloom_off: d.u64("bloom offset")?,

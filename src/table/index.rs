@@ -1,6 +1,6 @@
 //! The index block: where each data block is and the last key in it.
 
-use super::codec::{check_crc, put_varint, seal_crc, Decoder};
+use super::codec::{check_crc, put_varint, seal_crc, Decoder, Place};
 use super::Result;
 
 /// Fixed bytes of an index entry besides its key and the key's length.
@@ -60,8 +60,13 @@ impl IndexWriter {
 /// Decodes and checks the index block at file offset `offset`: data blocks
 /// back to back from offset 0 to `data_end`, each long enough for its CRC,
 /// last keys strictly increasing.
-pub(crate) fn decode_index(block: &[u8], offset: u64, data_end: u64) -> Result<Vec<BlockHandle>> {
-    let body = check_crc(block, "index block", offset)?;
+pub(crate) fn decode_index(
+    block: &[u8],
+    offset: u64,
+    data_end: u64,
+    place: Place,
+) -> Result<Vec<BlockHandle>> {
+    let body = check_crc(block, "index block", offset, place)?;
     let mut d = Decoder::new(body, offset, &"index block");
     let count = d.u32("block count")?;
     // Each entry takes at least its fixed bytes, so a lying count cannot

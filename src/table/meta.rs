@@ -1,6 +1,6 @@
 //! The meta block: counts, key and LSN ranges.
 
-use super::codec::{check_crc, seal_crc, Decoder};
+use super::codec::{check_crc, seal_crc, Decoder, Place};
 use super::{Result, TableMeta};
 
 /// Bytes of the meta block besides its two keys.
@@ -24,8 +24,13 @@ pub(crate) fn encode_meta(m: &TableMeta) -> Vec<u8> {
 
 /// Decodes and checks the meta block at file offset `offset` of a file of
 /// `file_bytes`.
-pub(crate) fn decode_meta(block: &[u8], offset: u64, file_bytes: u64) -> Result<TableMeta> {
-    let body = check_crc(block, "meta block", offset)?;
+pub(crate) fn decode_meta(
+    block: &[u8],
+    offset: u64,
+    file_bytes: u64,
+    place: Place,
+) -> Result<TableMeta> {
+    let body = check_crc(block, "meta block", offset, place)?;
     let mut d = Decoder::new(body, offset, &"meta block");
     let entries = d.u64("entries")?;
     let tombstones = d.u64("tombstones")?;

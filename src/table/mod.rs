@@ -111,6 +111,7 @@ mod tests;
 
 pub use builder::TableBuilder;
 pub use cache::{BlockCache, CacheStats, CachedBlock};
+pub use codec::Place;
 pub use error::{KeyDisplay, TableError};
 pub use footer::{FOOTER_BYTES, FORMAT_VERSION, MAGIC};
 pub use iter::{OwnedTableIter, TableIter};

@@ -7,6 +7,7 @@ use super::block::BlockScan;
 use super::bloom::{self, Bloom};
 use super::cache::BlockCache;
 use super::cache::CachedBlock;
+use super::codec::Place;
 use super::footer::{Footer, FOOTER_BYTES};
 use super::index::{decode_index, BlockHandle};
 use super::iter::TableIter;
@@ -24,6 +25,13 @@ pub trait BlockSource {
     /// id there; `None` (the default): every block is read.
     fn cache(&self) -> Option<(&BlockCache, u64)> {
         None
+    }
+
+    /// Where the file lies, which its blocks' checksums cover (default:
+    /// byte 0 of data device 0, as [`TableBuilder`](super::TableBuilder)
+    /// assumes unless told).
+    fn place(&self) -> Place {
+        Place::at(0, 0)
     }
 }
 
@@ -56,6 +64,10 @@ impl<T: BlockSource + ?Sized> BlockSource for &T {
     fn cache(&self) -> Option<(&BlockCache, u64)> {
         (**self).cache()
     }
+
+    fn place(&self) -> Place {
+        (**self).place()
+    }
 }
 
 impl<T: BlockSource + ?Sized> BlockSource for Arc<T> {
@@ -65,6 +77,10 @@ impl<T: BlockSource + ?Sized> BlockSource for Arc<T> {
 
     fn cache(&self) -> Option<(&BlockCache, u64)> {
         (**self).cache()
+    }
+
+    fn place(&self) -> Place {
+        (**self).place()
     }
 }
 
@@ -76,6 +92,9 @@ pub struct Table {
     pub(crate) index: Vec<BlockHandle>,
     bloom: Bloom,
     block_reads: AtomicU64,
+    /// What the blocks' checksums cover: the source's place (format 2), or
+    /// nothing (format 1).
+    place: Place,
 }
 
 impl Table {
@@ -91,6 +110,11 @@ impl Table {
         }
         let tail = src.read_at(file_bytes - FOOTER_BYTES as u64, FOOTER_BYTES)?;
         let f = Footer::decode(&tail, file_bytes)?;
+        let place = if f.version >= 2 {
+            src.place()
+        } else {
+            Place::UNBOUND
+        };
         let (index_len, bloom_len) = (f.index_len as usize, f.bloom_len as usize);
         let total = index_len + bloom_len + f.meta_len as usize;
         let blocks = src.read_at(f.index_off, total)?;
@@ -103,9 +127,9 @@ impl Table {
         }
         let (index, rest) = blocks.split_at(index_len);
         let (bloom, meta) = rest.split_at(bloom_len);
-        let index = decode_index(index, f.index_off, f.index_off)?;
-        let bloom = Bloom::decode(bloom, f.bloom_off)?;
-        let meta = decode_meta(meta, f.meta_off, file_bytes)?;
+        let index = decode_index(index, f.index_off, f.index_off, place)?;
+        let bloom = Bloom::decode(bloom, f.bloom_off, place)?;
+        let meta = decode_meta(meta, f.meta_off, file_bytes, place)?;
         let last_key = index.last().map(|h| h.last_key.as_slice());
         if meta.data_blocks as usize != index.len()
             || (meta.entries > 0 && last_key != Some(meta.max_key.as_slice()))
@@ -124,6 +148,7 @@ impl Table {
             index,
             bloom,
             block_reads: AtomicU64::new(0),
+            place,
         })
     }
 
@@ -230,11 +255,11 @@ impl Table {
             )));
         }
         if let (true, Some((c, file))) = (fill, cache) {
-            let body = BlockScan::check(bytes, i, h.offset)?;
+            let body = BlockScan::check(bytes, i, h.offset, self.place)?;
             let block: CachedBlock = Block::indexed(body, i, h.offset).into();
             c.insert(file, i, block.clone());
             return Ok(BlockScan::cached(block, i, h.offset));
         }
-        BlockScan::new(bytes, i, h.offset)
+        BlockScan::new(bytes, i, h.offset, self.place)
     }
 }

@@ -123,7 +123,7 @@ use rand_chacha::ChaCha8Rng;
 
 use self::media::Media;
 use self::state::State;
-use crate::config::{BackendConfig, DeviceConfig, SimConfig};
+use crate::config::{BackendConfig, DeviceConfig, SimConfig, SimFaults};
 use crate::device::{BackendKind, Device, DeviceError, DeviceInfo, Result, DEFAULT_ALIGN};
 
 pub use self::media::CACHE_BYTES;
@@ -265,6 +265,15 @@ impl SimDevice {
                 state: Mutex::new(state),
             }),
         }
+    }
+
+    /// Replaces the device's fault plan from now on, as a test that sets
+    /// up cleanly and then turns faults on does. Draws restart from a
+    /// generator seeded with the model's seed and the next operation
+    /// number, so a run stays reproducible; `latent-errors` are added to
+    /// the blocks already bad.
+    pub fn set_faults(&self, faults: SimFaults) {
+        self.shared.lock().set_faults(faults);
     }
 
     /// Makes reads of blocks `lba..lba + blocks` fail until they are

@@ -104,6 +104,12 @@ impl State {
         }
     }
 
+    pub(super) fn set_faults(&mut self, faults: crate::config::SimFaults) {
+        self.faults = Faults::new(&faults, self.model.seed ^ self.next_op.rotate_left(32));
+        self.latent.extend(faults.latent_errors.iter().copied());
+        self.model.faults = faults;
+    }
+
     pub(super) fn open_queue(&mut self) -> u64 {
         let id = self.next_queue;
         self.next_queue += 1;
