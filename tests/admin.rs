@@ -112,3 +112,92 @@ fn a_device_that_cannot_be_created_leaves_nothing_behind() {
     assert!(admin::format(&fresh, false).is_err());
     assert!(!d.join("new").exists());
 }
+
+/// Flips a byte of `path` at `at`.
+fn flip(path: &Path, at: u64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+}
+
+fn state(cfg: &Config, name: &str) -> DeviceState {
+    admin::inspect(cfg)
+        .into_iter()
+        .find(|r| r.device.name == name)
+        .unwrap()
+        .state
+}
+
+#[test]
+fn a_damaged_superblock_copy_is_outvoted_reported_and_repaired_at_open() {
+    let dir = tempdir();
+    let d = dir.path();
+    let cfg = map(d, "DIR/w.img", "4MiB", "DIR/d.img");
+    admin::format(&cfg, false).unwrap();
+    assert!(matches!(state(&cfg, "data0"), DeviceState::Ok(_)));
+    // Copy 0 and copy 3 of data0 damaged: two of four still agree.
+    flip(&d.join("d.img"), 40);
+    flip(&d.join("d.img"), 3 * (256 << 10) + 40);
+    let DeviceState::Damaged(sb, why) = state(&cfg, "data0") else {
+        panic!("{}", state(&cfg, "data0"))
+    };
+    assert_eq!(sb.device, "data0");
+    assert!(why.contains("copy 0 at byte 0"), "{why}");
+    assert!(why.contains("copy 3 at byte 786432"), "{why}");
+    assert!(!DeviceState::Damaged(sb, why).is_healthy());
+    // The engine opens on the copies that agree and rewrites the others.
+    let (e, _) = stria::engine::Engine::open_config(&cfg).unwrap();
+    e.close().unwrap();
+    assert!(matches!(state(&cfg, "data0"), DeviceState::Ok(_)));
+}
+
+#[test]
+fn copies_that_split_evenly_make_the_device_corrupt_not_a_guess() {
+    let dir = tempdir();
+    let d = dir.path();
+    let cfg = map(d, "DIR/w.img", "4MiB", "DIR/d.img");
+    admin::format(&cfg, false).unwrap();
+    // wal0's copies 2 and 3 replaced by data0's (valid, but another device).
+    use std::os::unix::fs::FileExt;
+    let data = std::fs::File::open(d.join("d.img")).unwrap();
+    let wal = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("w.img"))
+        .unwrap();
+    let mut block = vec![0u8; 4096];
+    data.read_exact_at(&mut block, 0).unwrap();
+    for copy in [2u64, 3] {
+        wal.write_all_at(&block, copy * (256 << 10)).unwrap();
+    }
+    match state(&cfg, "wal0") {
+        DeviceState::Corrupt(why) => assert!(why.contains("disagree"), "{why}"),
+        other => panic!("{other}"),
+    }
+    let err = stria::engine::Engine::open_config(&cfg).err().unwrap();
+    assert!(err.to_string().contains("disagree"), "{err}");
+}
+
+#[test]
+fn format_refuses_a_device_whose_first_copy_alone_was_lost() {
+    let dir = tempdir();
+    let d = dir.path();
+    let cfg = map(d, "DIR/w.img", "4MiB", "DIR/d.img");
+    admin::format(&cfg, false).unwrap();
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("w.img"))
+        .unwrap();
+    f.write_all_at(&[0u8; 4096], 0).unwrap();
+    let msg = refusal(admin::format(&cfg, false));
+    assert!(
+        msg.contains("device wal0 already holds a Stria superblock"),
+        "{msg}"
+    );
+}

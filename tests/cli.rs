@@ -106,16 +106,30 @@ fn inspect_names_missing_unformatted_foreign_and_corrupt_devices() {
         text(&out)
     );
 
-    // Flip one byte of a superblock.
+    // Flip one byte of one superblock copy: the other three outvote it.
     let path = d.join("data/a-wal0.img");
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[40] ^= 0xff;
-    std::fs::write(&path, bytes).unwrap();
+    std::fs::write(&path, &bytes).unwrap();
     let out = stria(d, &["inspect", "--config", "a.yaml"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out).contains("data0")
-            && text(&out).contains("CORRUPT: corrupt superblock: checksum"),
+        text(&out).contains(
+            "wal0 (wal uring, 4194304 bytes, 4096-byte blocks, ./data/a-wal0.img): DAMAGED \
+             SUPERBLOCK COPIES (copy 0 at byte 0: corrupt superblock: checksum"
+        ),
+        "{}",
+        text(&out)
+    );
+    // And of every copy: nothing to choose.
+    for copy in 1..4 {
+        bytes[copy * (256 << 10) + 40] ^= 0xff;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let out = stria(d, &["inspect", "--config", "a.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("CORRUPT: corrupt superblock: no superblock copy is valid (corrupt superblock: checksum"),
         "{}",
         text(&out)
     );

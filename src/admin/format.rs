@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::erase::erase_device;
+use super::superblock::{copy_offset, SUPERBLOCK_COPIES};
 use super::{write_superblock, AdminError};
 use crate::config::{BackendConfig, Config, DeviceConfig};
 use crate::device::{wait, AnyDevice, Device, Request};
@@ -119,17 +120,25 @@ fn look(dev: &DeviceConfig, cfg: &Config) -> Result<Option<String>, AdminError> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(refused(dev, path, &e)),
     };
-    let mut head = vec![0u8; SUPERBLOCK_BYTES.max(dev.block_size as usize)];
-    let mut got = 0;
-    while got < head.len() {
-        match file.read_at(&mut head[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(refused(dev, path, &e)),
+    // Every superblock copy's place: a device whose copy 0 was lost still
+    // belongs to an appliance.
+    for copy in 0..SUPERBLOCK_COPIES {
+        let at = copy_offset(copy);
+        let mut head = vec![0u8; SUPERBLOCK_BYTES.max(dev.block_size as usize)];
+        let mut got = 0;
+        while got < head.len() {
+            match file.read_at(&mut head[got..], at + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(refused(dev, path, &e)),
+            }
+        }
+        if let Some(found) = describe(&head, got) {
+            return Ok(Some(found));
         }
     }
-    Ok(describe(&head, got))
+    Ok(None)
 }
 
 /// What the first `got` bytes of a device (read into `head`) hold.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::read_superblock;
+use super::read_superblock_copies;
 use crate::config::{BackendConfig, Config, DeviceConfig};
 use crate::device::{AnyDevice, Device, DeviceError};
 use crate::layout::{Superblock, SuperblockError};
@@ -26,6 +26,10 @@ pub enum DeviceState {
     Foreign(Superblock),
     /// Formatted by this appliance, but not as the map describes it.
     Mismatch(Superblock, String),
+    /// Formatted as the map describes it, but some superblock copies are
+    /// blank, damaged or disagree; the next engine open rewrites them from
+    /// the ones that agree.
+    Damaged(Superblock, String),
 }
 
 impl DeviceState {
@@ -50,6 +54,10 @@ impl fmt::Display for DeviceState {
             DeviceState::Corrupt(why) => write!(f, "CORRUPT: {why}"),
             DeviceState::Foreign(sb) => write!(f, "FROM ANOTHER APPLIANCE: {sb}"),
             DeviceState::Mismatch(sb, why) => write!(f, "MISMATCH: {why}: {sb}"),
+            DeviceState::Damaged(sb, why) => write!(
+                f,
+                "DAMAGED SUPERBLOCK COPIES ({why}); usable, the next `stria serve` rewrites them: {sb}"
+            ),
         }
     }
 }
@@ -76,12 +84,12 @@ pub fn inspect(cfg: &Config) -> Vec<DeviceReport> {
     // first formatted device was formatted for another appliance of the
     // same name.
     let first_id = reports.iter().find_map(|r| match &r.state {
-        DeviceState::Ok(sb) => Some(sb.appliance_id),
+        DeviceState::Ok(sb) | DeviceState::Damaged(sb, _) => Some(sb.appliance_id),
         _ => None,
     });
     if let Some(id) = first_id {
         for r in &mut reports {
-            if let DeviceState::Ok(sb) = &r.state {
+            if let DeviceState::Ok(sb) | DeviceState::Damaged(sb, _) = &r.state {
                 if sb.appliance_id != id {
                     r.state = DeviceState::Foreign(sb.clone());
                 }
@@ -102,11 +110,14 @@ fn state_of(cfg: &Config, index: usize, dev: &DeviceConfig) -> DeviceState {
         }
         Err(e) => return DeviceState::Unusable(e.to_string()),
     };
-    let sb = match read_superblock(&opened) {
+    let copies = match read_superblock_copies(&opened) {
         Err(e) => return DeviceState::Unusable(e.to_string()),
-        Ok(Err(SuperblockError::NotFormatted)) => return DeviceState::Unformatted,
-        Ok(Err(e)) => return DeviceState::Corrupt(e.to_string()),
-        Ok(Ok(sb)) => sb,
+        Ok(c) => c,
+    };
+    let sb = match copies.chosen {
+        Err(SuperblockError::NotFormatted) => return DeviceState::Unformatted,
+        Err(e) => return DeviceState::Corrupt(e.to_string()),
+        Ok(sb) => sb,
     };
     if sb.appliance != cfg.appliance {
         return DeviceState::Foreign(sb);
@@ -143,10 +154,17 @@ fn state_of(cfg: &Config, index: usize, dev: &DeviceConfig) -> DeviceState {
             opened.info().capacity_blocks
         ));
     }
-    if problems.is_empty() {
-        DeviceState::Ok(sb)
-    } else {
+    if !problems.is_empty() {
         DeviceState::Mismatch(sb, problems.join("; "))
+    } else if !copies.bad.is_empty() {
+        let bad: Vec<String> = copies
+            .bad
+            .iter()
+            .map(|(i, at, what)| format!("copy {i} at byte {at}: {what}"))
+            .collect();
+        DeviceState::Damaged(sb, bad.join("; "))
+    } else {
+        DeviceState::Ok(sb)
     }
 }
 

@@ -80,7 +80,23 @@ impl Engine<AnyDevice> {
             if d.kind() == BackendKind::Sim {
                 continue;
             }
-            match crate::admin::read_superblock(d)? {
+            let copies = crate::admin::read_superblock_copies(d)?;
+            if let (Ok(sb), false) = (&copies.chosen, copies.bad.is_empty()) {
+                // Repair from the copies that agree: rewrite all of them.
+                let bad: Vec<String> = copies
+                    .bad
+                    .iter()
+                    .map(|(i, at, what)| format!("copy {i} at byte {at}: {what}"))
+                    .collect();
+                tracing::warn!(
+                    device = %d.info().name,
+                    "superblock copies repaired from the {} that agree: {}",
+                    crate::admin::SUPERBLOCK_COPIES - copies.bad.len(),
+                    bad.join("; ")
+                );
+                crate::admin::write_superblock(d, sb)?;
+            }
+            match copies.chosen {
                 Ok(sb) => {
                     let expected = cfg.device(&d.info().name).map(|c| c.role);
                     if Some(sb.role) != expected {
