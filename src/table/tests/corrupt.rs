@@ -226,20 +226,25 @@ impl BlockSource for At<'_> {
     }
 }
 
-#[test]
-fn a_file_reads_back_only_from_the_place_it_was_built_for() {
-    let mut rng = ChaCha8Rng::seed_from_u64(9);
+/// A small table of a random model (from `seed`) built for `place`.
+fn built_for(seed: u64, place: Place) -> (Model, Vec<u8>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let model = random_model(&mut rng, 150, false);
     let opts = TableOptions {
         block_bytes: 512,
         bloom_bits_per_key: 10,
         device_block: 512,
     };
-    let mut b = TableBuilder::new(opts).at(Place::at(1, 1 << 20));
+    let mut b = TableBuilder::new(opts).at(place);
     for e in model.values() {
         b.add(&e.key, e.lsn, e.kind, &e.value).unwrap();
     }
-    let (file, _) = b.finish().unwrap();
+    (model, b.finish().unwrap().0)
+}
+
+#[test]
+fn a_file_reads_back_only_from_the_place_it_was_built_for() {
+    let (model, file) = built_for(9, Place::at(1, 1 << 20));
     let n = file.len() as u64;
     let t = Table::open(&At(&file, Place::at(1, 1 << 20)), n).unwrap();
     let e = model.values().next().unwrap();
@@ -259,18 +264,7 @@ fn a_file_reads_back_only_from_the_place_it_was_built_for() {
 
 #[test]
 fn format_1_files_with_plain_checksums_are_still_read() {
-    let mut rng = ChaCha8Rng::seed_from_u64(10);
-    let model = random_model(&mut rng, 150, false);
-    let opts = TableOptions {
-        block_bytes: 512,
-        bloom_bits_per_key: 10,
-        device_block: 512,
-    };
-    let mut b = TableBuilder::new(opts).at(Place::UNBOUND);
-    for e in model.values() {
-        b.add(&e.key, e.lsn, e.kind, &e.value).unwrap();
-    }
-    let (mut file, _) = b.finish().unwrap();
+    let (model, mut file) = built_for(10, Place::UNBOUND);
     let n = file.len();
     file[n - FOOTER_BYTES + 8..n - FOOTER_BYTES + 12].copy_from_slice(&1u32.to_le_bytes());
     reseal(&mut file, n - FOOTER_BYTES, n);
