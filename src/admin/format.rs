@@ -3,9 +3,9 @@
 //! Formatting destroys what a device holds, so it goes in three passes and
 //! writes no superblock until every device has passed the first two:
 //!
-//! 1. Look, touching nothing: a device whose block 0 holds a Stria
-//!    superblock (valid or damaged) or anything but zeroes is refused unless
-//!    `force`; two devices that are one file are refused always.
+//! 1. Look, touching nothing: a device whose block 0, or the block of any
+//!    other superblock copy, holds a Stria superblock (valid or damaged) or
+//!    anything but zeroes is refused unless `force`; two devices that are one file are refused always.
 //! 2. Prepare: create and size every file, open every device. If any fails,
 //!    the files (and folders) this pass created are removed again.
 //! 3. Erase what an engine kept there (the manifest area of a data device,
@@ -101,8 +101,9 @@ fn in_memory(dev: &DeviceConfig) -> bool {
 }
 
 /// Pass 1: what the device holds that formatting would destroy, if anything.
-/// Reads block 0 with a plain read, whatever the device's size or backend
-/// (an spdk device, which has no file, through one of its queues).
+/// Reads the block of every superblock copy with a plain read, whatever the
+/// device's size or backend (an spdk device, which has no file, through one
+/// of its queues).
 fn look(dev: &DeviceConfig, cfg: &Config) -> Result<Option<String>, AdminError> {
     let Some(path) = dev.path() else {
         // spdk: a build without SPDK fails here, before anything changes.
@@ -110,10 +111,16 @@ fn look(dev: &DeviceConfig, cfg: &Config) -> Result<Option<String>, AdminError> 
         let bs = opened.info().block_size as usize;
         let len = SUPERBLOCK_BYTES.div_ceil(bs) * bs;
         let mut queue = opened.open_queue()?;
-        let read = Request::read(0, 0, vec![opened.alloc_buf(len)]);
-        let done = wait::run(&mut queue, read).map_err(|r| r.error)?;
-        done.result?;
-        return Ok(describe(&done.bufs[0], len));
+        for copy in 0..SUPERBLOCK_COPIES {
+            let lba = copy_offset(copy) / bs as u64;
+            let read = Request::read(0, lba, vec![opened.alloc_buf(len)]);
+            let done = wait::run(&mut queue, read).map_err(|r| r.error)?;
+            done.result?;
+            if let Some(found) = describe(&done.bufs[0], len) {
+                return Ok(Some(found));
+            }
+        }
+        return Ok(None);
     };
     let file = match fs::File::open(path) {
         Ok(f) => f,
