@@ -493,6 +493,59 @@ fn silent_read_faults_and_bad_sectors_give_errors_never_wrong_values() {
 }
 
 #[test]
+fn a_gray_wal_device_slows_writes_and_loses_nothing() {
+    let mut m = model(19);
+    m.write_us = 20;
+    m.flush_us = 20;
+    let devs = Devices::new(2, 1, 64, &m);
+    let (e, _) = open(&devs, &options());
+    // 40 requests of wal1, from its 20th on, take 200 times as long.
+    devs.wal[1].set_faults(stria::config::SimFaults {
+        slow_from_op: Some(devs.wal[1].stats().writes + 20),
+        slow_ops: 40,
+        slow_factor: 200,
+        ..Default::default()
+    });
+    let started = std::time::Instant::now();
+    for i in 0..300 {
+        e.put(&key(i), &value(i, 0, 100), Some(Durability::Sync))
+            .unwrap();
+    }
+    let slow = started.elapsed();
+    for i in 0..300 {
+        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 100)), "key {i}");
+    }
+    e.close().unwrap();
+    let (e, _) = open(&devs.after_process_crash(5), &options());
+    for i in 0..300 {
+        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 100)), "key {i}");
+    }
+    e.close().unwrap();
+    assert!(slow >= std::time::Duration::from_millis(100), "{slow:?}");
+}
+
+#[test]
+fn a_vanished_data_device_is_a_clear_error_now_and_at_the_next_open() {
+    let devs = Devices::new(1, 1, 64, &model(20));
+    let (e, _) = open(&devs, &options());
+    for i in 0..100 {
+        e.put(&key(i), &value(i, 0, 100), Some(Durability::Sync))
+            .unwrap();
+    }
+    devs.data[0].vanish();
+    let err = e.flush_all().unwrap_err();
+    assert!(err.to_string().contains("vanished"), "{err}");
+    drop(e);
+    // The drive stays gone: the next open says which and why.
+    let back = devs.reboot(6);
+    let err = stria::engine::Engine::open(back.engine_devices(), options())
+        .err()
+        .expect("no data device");
+    assert!(err.to_string().contains("data0"), "{err}");
+    assert!(err.to_string().contains("vanished"), "{err}");
+}
+
+#[test]
 fn the_regions_of_the_devices_are_kept() {
     let devs = Devices::new(1, 1, 64, &model(8));
     let opts = options();
