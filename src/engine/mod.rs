@@ -62,6 +62,7 @@ mod open;
 mod read;
 mod region;
 mod sched;
+mod scrub;
 mod stats;
 mod store;
 mod write;
@@ -73,6 +74,7 @@ use std::thread::JoinHandle;
 pub use error::{EngineError, Result};
 pub use filter::{CompactionFilter, FilterFactory};
 pub use open::{EngineDevices, OpenReport};
+pub use scrub::{ScrubFinding, ScrubReport};
 pub use stats::{EngineStats, FlushReactorStats};
 pub use write::Pending;
 

@@ -113,6 +113,18 @@ impl<D: Device<Queue: Send>> TableHandle<D> {
         }
     }
 
+    /// The data device name and LBA of byte `offset` of this file.
+    pub fn lba_of(&self, offset: u64) -> (String, u64) {
+        let device = self.store.devices[self.file.device as usize]
+            .info()
+            .name
+            .clone();
+        (
+            device,
+            (self.file.offset + offset) / self.store.block_size(self.file.device),
+        )
+    }
+
     /// The engine error for a failure reading this file.
     pub fn error(&self, e: TableError) -> EngineError {
         corrupt(&self.store, &self.file, e)

@@ -108,6 +108,7 @@ mod reader;
 mod seek;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 pub use builder::TableBuilder;
 pub use cache::{BlockCache, CacheStats, CachedBlock};
@@ -116,6 +117,7 @@ pub use error::{KeyDisplay, TableError};
 pub use footer::{FOOTER_BYTES, FORMAT_VERSION, MAGIC};
 pub use iter::{OwnedTableIter, TableIter};
 pub use reader::{BlockSource, Table};
+pub use verify::{BadBlock, Verified};
 
 /// What a block file call returns.
 pub type Result<T> = std::result::Result<T, TableError>;

@@ -546,6 +546,46 @@ fn a_vanished_data_device_is_a_clear_error_now_and_at_the_next_open() {
 }
 
 #[test]
+fn a_scrub_reads_every_block_and_names_each_bad_one_with_its_keys() {
+    let devs = Devices::new(1, 1, 64, &model(21));
+    let mut opts = options();
+    opts.compact_at = 1000;
+    let (e, _) = open(&devs, &opts);
+    fill(&e, 300, 200);
+    e.flush_all().unwrap();
+    let clean = e.scrub();
+    assert!(clean.files >= 3 && clean.blocks > clean.files, "{clean}");
+    assert!(clean.bad.is_empty(), "{clean}");
+    // One bit flipped at rest inside the second block of one file, and
+    // the first block of another unreadable.
+    let files = e.files();
+    let (a, b) = (&files[0], &files[1]);
+    let lba = (a.offset + 4096 + 100) / 4096;
+    devs.data[0].corrupt_at_rest(lba, 100, 2);
+    devs.data[0].add_latent_errors(b.offset / 4096, 1);
+    let report = e.scrub();
+    assert_eq!(report.files, clean.files);
+    // The flipped bit spoils one block; the unreadable device block holds
+    // the start of the next block too (blocks are not aligned to it).
+    let of = |id| report.bad.iter().filter(|f| f.file == id).count();
+    assert_eq!(of(a.id), 1, "{report}");
+    assert!((1..=2).contains(&of(b.id)), "{report}");
+    assert_eq!(report.bad.len(), of(a.id) + of(b.id), "{report}");
+    let flipped = report.bad.iter().find(|f| f.file == a.id).expect("file a");
+    assert_eq!(
+        (flipped.device.as_str(), flipped.region),
+        ("data0", a.region)
+    );
+    assert!(flipped.lba <= lba && lba < flipped.lba + 2, "{report}");
+    assert!(flipped.what.contains("checksum mismatch"), "{report}");
+    assert!(flipped.keys.starts_with("after "), "{report}");
+    let unreadable = report.bad.iter().find(|f| f.file == b.id).expect("file b");
+    assert!(unreadable.what.contains("latent sector error"), "{report}");
+    assert!(report.to_string().contains("BAD: block file"), "{report}");
+    e.close().unwrap();
+}
+
+#[test]
 fn the_regions_of_the_devices_are_kept() {
     let devs = Devices::new(1, 1, 64, &model(8));
     let opts = options();

@@ -1,0 +1,57 @@
+//! `stria scrub` end to end: a clean appliance scrubs clean; a flipped bit
+//! in a block file is named, and the exit status says so.
+
+#[path = "common/run.rs"]
+mod run;
+
+use run::{stria, tempdir, text};
+
+#[test]
+fn scrub_reads_every_block_file_and_names_a_flipped_bit() {
+    let dir = tempdir();
+    let d = dir.path();
+    let yaml = "appliance: scrub
+reactors: { wal: [0], flush: [1], idle: park, spin-us: 20 }
+devices:
+  - { name: wal0, backend: psync, path: ./data/wal0.img, size: 32MiB, role: wal }
+  - { name: data0, backend: psync, path: ./data/data0.img, size: 96MiB, role: data }
+wal: { segment-size: 2MiB, max-batch: 1MiB }
+memstore: { regions: 4, flush-size: 1MiB, global-limit: 4MiB, low-water: 0.9 }
+";
+    std::fs::write(d.join("m.yaml"), yaml).unwrap();
+    let ok = |args: &[&str]| {
+        let out = stria(d, args);
+        assert!(out.status.success(), "{}", text(&out));
+        text(&out)
+    };
+    ok(&["format", "--config", "m.yaml"]);
+    ok(&[
+        "bench",
+        "ingest",
+        "--config",
+        "m.yaml",
+        "--clients",
+        "2",
+        "--records",
+        "20000",
+        "--value-size",
+        "100",
+    ]);
+    let t = ok(&["scrub", "--config", "m.yaml"]);
+    assert!(t.contains(" 0 bad"), "{t}");
+    assert!(!t.contains("scrub: 0 block files"), "{t}");
+
+    // A flipped bit in the first block file (the first bytes written after
+    // the reserved MiB and the 8 MiB manifest area).
+    let path = d.join("data/data0.img");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = (9 << 20) + bytes[9 << 20..].iter().position(|&b| b != 0).unwrap() + 10;
+    bytes[at] ^= 0x04;
+    std::fs::write(&path, &bytes).unwrap();
+    let out = stria(d, &["scrub", "--config", "m.yaml"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains(" 1 bad"), "{t}");
+    assert!(t.contains("BAD: block file"), "{t}");
+    assert!(t.contains(&format!("on data0 at LBA {}", at / 4096)), "{t}");
+}
