@@ -55,3 +55,45 @@ memstore: { regions: 4, flush-size: 1MiB, global-limit: 4MiB, low-water: 0.9 }
     assert!(t.contains("BAD: block file"), "{t}");
     assert!(t.contains(&format!("on data0 at LBA {}", at / 4096)), "{t}");
 }
+
+#[test]
+fn a_second_engine_on_the_same_devices_is_refused() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempdir();
+    let d = dir.path();
+    let yaml = "appliance: lock
+reactors: { wal: [0], flush: [1], idle: park, spin-us: 20 }
+devices:
+  - { name: wal0, backend: psync, path: ./data/wal0.img, size: 32MiB, role: wal }
+  - { name: data0, backend: psync, path: ./data/data0.img, size: 96MiB, role: data }
+wal: { segment-size: 2MiB, max-batch: 1MiB }
+";
+    std::fs::write(d.join("m.yaml"), yaml).unwrap();
+    let out = stria(d, &["format", "--config", "m.yaml"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_stria"))
+        .args(["serve", "--config", "m.yaml", "--listen", "127.0.0.1:0"])
+        .current_dir(d)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    while let Some(Ok(line)) = lines.next() {
+        if line.starts_with("listening on") {
+            break;
+        }
+    }
+    let out = stria(d, &["scrub", "--config", "m.yaml"]);
+    let t = text(&out);
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("device wal0 (./data/wal0.img) is in use by another engine"),
+        "{t}"
+    );
+    // Once the server is gone, the devices are free again.
+    let out = stria(d, &["scrub", "--config", "m.yaml"]);
+    assert!(out.status.success(), "{}", text(&out));
+}

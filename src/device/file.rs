@@ -179,6 +179,25 @@ fn reserve(file: &File, size: u64) -> io::Result<()> {
 /// With `direct`, one block is read at LBA 0 to prove that the filesystem
 /// and the device accept direct I/O of the configured block size, so that a
 /// mismatch shows here rather than on the first write of the log.
+/// Opens `path` and takes an exclusive advisory lock (flock) on it without
+/// waiting: `Ok(None)` when another open file holds it. The lock lasts as
+/// long as the returned file is open, and ends with the process.
+pub fn lock_exclusive(path: &Path) -> io::Result<Option<File>> {
+    let file = File::open(path)?;
+    // SAFETY: flock only reads the descriptor, which `file` keeps open for
+    // the whole call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(Some(file));
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(None)
+    } else {
+        Err(err)
+    }
+}
+
 pub fn open(cfg: &DeviceConfig, direct: bool) -> Result<File> {
     let path = backing_path(cfg)?;
     let mut options = OpenOptions::new();

@@ -43,7 +43,7 @@ use std::time::Instant;
 pub use any::{AnyDevice, AnyQueue};
 pub use buf::{IoBuf, DEFAULT_ALIGN};
 pub use error::{DeviceError, Result};
-pub use file::{create as create_file, write_through};
+pub use file::{create as create_file, lock_exclusive, write_through};
 
 /// Which backend drives a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

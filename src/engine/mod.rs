@@ -172,6 +172,9 @@ impl EngineOptions {
 pub struct Engine<D: Device<Queue: Send> + Clone> {
     inner: Arc<Inner<D>>,
     flushers: Vec<JoinHandle<()>>,
+    /// Exclusive locks on the map's file devices while the engine is open
+    /// (see [`Engine::open_config`]); released when it is dropped.
+    _locks: Vec<std::fs::File>,
 }
 
 /// What the engine and its flush reactors share.

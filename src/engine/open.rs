@@ -63,7 +63,13 @@ impl std::fmt::Display for OpenReport {
 impl Engine<AnyDevice> {
     /// Opens the engine on the devices of the map `cfg`. Devices other
     /// than `sim` ones must have been formatted (`stria format`).
+    ///
+    /// Takes an exclusive lock (flock) on every file or block device of the
+    /// map first, held while the engine is open, so a second engine (a
+    /// second `serve`, a `scrub` or `bench ingest` beside a running
+    /// appliance) is refused instead of writing under the first.
     pub fn open_config(cfg: &Config) -> Result<(Engine<AnyDevice>, OpenReport)> {
+        let locks = lock_devices(cfg)?;
         let open = |names: &[String]| -> Result<Vec<AnyDevice>> {
             names
                 .iter()
@@ -125,8 +131,38 @@ impl Engine<AnyDevice> {
             }
         }
         let opts = EngineOptions::from_config(cfg, appliance_id.unwrap_or(0));
-        Engine::open(EngineDevices { wal, data }, opts)
+        let (mut engine, report) = Engine::open(EngineDevices { wal, data }, opts)?;
+        engine._locks = locks;
+        Ok((engine, report))
     }
+}
+
+/// An exclusive lock on each file-backed device of `cfg` the engine uses.
+fn lock_devices(cfg: &Config) -> Result<Vec<std::fs::File>> {
+    let mut locks = Vec::new();
+    for name in cfg.wal.devices.iter().chain(&cfg.flush.devices) {
+        let Some(path) = cfg.device(name).and_then(|d| d.path()) else {
+            continue;
+        };
+        match crate::device::lock_exclusive(path) {
+            Ok(Some(file)) => locks.push(file),
+            Ok(None) => {
+                return Err(EngineError::Layout(format!(
+                    "device {name} ({}) is in use by another engine (a running `stria serve`?); stop it first",
+                    path.display()
+                )))
+            }
+            // Missing: opening the device says so, with its own error.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(EngineError::Layout(format!(
+                    "device {name} ({}): cannot lock it: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(locks)
 }
 
 impl<D: Device<Queue: Send> + Clone> Engine<D> {
@@ -285,7 +321,11 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         // Segments below the replay point hold nothing the memstores need.
         inner.wal.release(replay_from - 1);
         let flushers = flush::spawn(&inner)?;
-        let engine = Engine { inner, flushers };
+        let engine = Engine {
+            inner,
+            flushers,
+            _locks: Vec::new(),
+        };
         let (mut replayed, mut skipped) = (0, 0);
         for rec in recovered.records {
             let r = rec.region as usize;
