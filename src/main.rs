@@ -149,8 +149,8 @@ enum Bench {
     /// HBase's WALPerformanceEvaluation: threads appending to the WAL, each
     /// waiting for its acknowledgement (or keeping --inflight in flight).
     ///
-    /// Appends to the WAL devices of the map (the log is released as soon
-    /// as it is durable). Refuses a map whose engine keeps data unless
+    /// Appends to the WAL devices of the map (what is durable is released
+    /// every millisecond). Refuses a map whose engine keeps data unless
     /// --force; afterwards erases the engine's log and manifest, so the
     /// devices hold an empty engine.
     WalPe {

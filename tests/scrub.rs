@@ -6,10 +6,9 @@ mod run;
 
 use run::{stria, tempdir, text};
 
-#[test]
-fn scrub_reads_every_block_file_and_names_a_flipped_bit() {
-    let dir = tempdir();
-    let d = dir.path();
+/// `dir/m.yaml`, formatted: small psync files under `dir/data`, with
+/// memstores small enough that an ingest leaves block files.
+fn formatted_map(dir: &std::path::Path) {
     let yaml = "appliance: scrub
 reactors: { wal: [0], flush: [1], idle: park, spin-us: 20 }
 devices:
@@ -18,13 +17,21 @@ devices:
 wal: { segment-size: 2MiB, max-batch: 1MiB }
 memstore: { regions: 4, flush-size: 1MiB, global-limit: 4MiB, low-water: 0.9 }
 ";
-    std::fs::write(d.join("m.yaml"), yaml).unwrap();
+    std::fs::write(dir.join("m.yaml"), yaml).unwrap();
+    let out = stria(dir, &["format", "--config", "m.yaml"]);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn scrub_reads_every_block_file_and_names_a_flipped_bit() {
+    let dir = tempdir();
+    let d = dir.path();
+    formatted_map(d);
     let ok = |args: &[&str]| {
         let out = stria(d, args);
         assert!(out.status.success(), "{}", text(&out));
         text(&out)
     };
-    ok(&["format", "--config", "m.yaml"]);
     ok(&[
         "bench",
         "ingest",
@@ -61,16 +68,7 @@ fn a_second_engine_on_the_same_devices_is_refused() {
     use std::io::{BufRead, BufReader};
     let dir = tempdir();
     let d = dir.path();
-    let yaml = "appliance: lock
-reactors: { wal: [0], flush: [1], idle: park, spin-us: 20 }
-devices:
-  - { name: wal0, backend: psync, path: ./data/wal0.img, size: 32MiB, role: wal }
-  - { name: data0, backend: psync, path: ./data/data0.img, size: 96MiB, role: data }
-wal: { segment-size: 2MiB, max-batch: 1MiB }
-";
-    std::fs::write(d.join("m.yaml"), yaml).unwrap();
-    let out = stria(d, &["format", "--config", "m.yaml"]);
-    assert!(out.status.success(), "{}", text(&out));
+    formatted_map(d);
     let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_stria"))
         .args(["serve", "--config", "m.yaml", "--listen", "127.0.0.1:0"])
         .current_dir(d)

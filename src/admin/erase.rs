@@ -14,12 +14,13 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::config::{BackendConfig, Config, DeviceConfig, Role, RESERVED_BYTES};
+use crate::config::{Config, DeviceConfig, Role, RESERVED_BYTES};
 use crate::device::{wait, AnyDevice, Device, DeviceError, Request};
 use crate::layout::Manifest;
 use crate::wal::format::{Geometry, SegmentHeader};
 use crate::wal::recovery::{survey, RecoveryOptions, WalDevice};
 
+use super::format::in_memory;
 use super::{read_superblock, AdminError};
 
 /// Bytes written per request while erasing.
@@ -101,7 +102,7 @@ pub fn guard(cfg: &Config, command: &str, force: bool) -> Result<Vec<String>, Ad
 /// [`erase_device`]). The next open creates an empty manifest and finds an
 /// empty log.
 pub fn erase(cfg: &Config) -> Result<(), AdminError> {
-    for dev in cfg.devices.iter().filter(|d| !is_sim(d)) {
+    for dev in cfg.devices.iter().filter(|d| !in_memory(d)) {
         if dev.path().is_some_and(|p| !p.exists()) {
             continue;
         }
@@ -200,10 +201,6 @@ pub(super) fn erase_device(
     done.result
 }
 
-fn is_sim(dev: &DeviceConfig) -> bool {
-    matches!(dev.backend, BackendConfig::Sim(_))
-}
-
 /// The map's WAL and data devices and their appliance id, when every one
 /// of them exists, is not a sim device and carries a Stria superblock;
 /// `None` otherwise (then no engine can have kept anything on them).
@@ -216,7 +213,7 @@ fn open_formatted(
         let mut out = Vec::with_capacity(names.len());
         for name in names {
             let dev = cfg.device(name).expect("validated device name");
-            if is_sim(dev) || dev.path().is_some_and(|p| !p.exists()) {
+            if in_memory(dev) || dev.path().is_some_and(|p| !p.exists()) {
                 return Ok(None);
             }
             let opened = AnyDevice::open(dev, &cfg.spdk)?;

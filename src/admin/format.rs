@@ -96,7 +96,8 @@ pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
     })
 }
 
-fn in_memory(dev: &DeviceConfig) -> bool {
+/// A `sim` device: in memory, formatted (and empty) at every open.
+pub(super) fn in_memory(dev: &DeviceConfig) -> bool {
     matches!(dev.backend, BackendConfig::Sim(_))
 }
 

@@ -114,10 +114,10 @@ fn state_of(cfg: &Config, index: usize, dev: &DeviceConfig) -> DeviceState {
         Err(e) => return DeviceState::Unusable(e.to_string()),
         Ok(c) => c,
     };
-    let sb = match copies.chosen {
+    let sb = match &copies.chosen {
         Err(SuperblockError::NotFormatted) => return DeviceState::Unformatted,
         Err(e) => return DeviceState::Corrupt(e.to_string()),
-        Ok(sb) => sb,
+        Ok(sb) => sb.clone(),
     };
     if sb.appliance != cfg.appliance {
         return DeviceState::Foreign(sb);
@@ -157,12 +157,7 @@ fn state_of(cfg: &Config, index: usize, dev: &DeviceConfig) -> DeviceState {
     if !problems.is_empty() {
         DeviceState::Mismatch(sb, problems.join("; "))
     } else if !copies.bad.is_empty() {
-        let bad: Vec<String> = copies
-            .bad
-            .iter()
-            .map(|(i, at, what)| format!("copy {i} at byte {at}: {what}"))
-            .collect();
-        DeviceState::Damaged(sb, bad.join("; "))
+        DeviceState::Damaged(sb, copies.describe_bad())
     } else {
         DeviceState::Ok(sb)
     }

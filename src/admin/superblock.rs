@@ -33,6 +33,17 @@ pub struct Copies {
     pub bad: Vec<(usize, u64, String)>,
 }
 
+impl Copies {
+    /// The bad copies, for a message: `copy 2 at byte 524288: blank; ...`.
+    pub fn describe_bad(&self) -> String {
+        self.bad
+            .iter()
+            .map(|(i, at, what)| format!("copy {i} at byte {at}: {what}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
 /// Reads every superblock copy of `dev` and chooses among them.
 pub(crate) fn read_superblock_copies(dev: &AnyDevice) -> Result<Copies, DeviceError> {
     let mut queue = dev.open_queue()?;

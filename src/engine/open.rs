@@ -89,16 +89,11 @@ impl Engine<AnyDevice> {
             let copies = crate::admin::read_superblock_copies(d)?;
             if let (Ok(sb), false) = (&copies.chosen, copies.bad.is_empty()) {
                 // Repair from the copies that agree: rewrite all of them.
-                let bad: Vec<String> = copies
-                    .bad
-                    .iter()
-                    .map(|(i, at, what)| format!("copy {i} at byte {at}: {what}"))
-                    .collect();
                 tracing::warn!(
                     device = %d.info().name,
                     "superblock copies repaired from the {} that agree: {}",
                     crate::admin::SUPERBLOCK_COPIES - copies.bad.len(),
-                    bad.join("; ")
+                    copies.describe_bad()
                 );
                 crate::admin::write_superblock(d, sb)?;
             }
