@@ -258,8 +258,14 @@ fn a_client_that_closes_behind_its_blocking_command_is_forgotten() {
     }
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
+        // Every connection's LPUSH has run (so each has been read and has
+        // blocked behind it), and none is left blocked or connected.
+        let pushed: i64 = crate::q(&mut c, &["LLEN", "q"]);
         let info: String = crate::q(&mut c, &["INFO", "clients"]);
-        if info.contains("blocked_clients:0\r\n") && info.contains("connected_clients:1\r\n") {
+        if pushed == 20
+            && info.contains("blocked_clients:0\r\n")
+            && info.contains("connected_clients:1\r\n")
+        {
             break;
         }
         assert!(std::time::Instant::now() < until, "{info}");
