@@ -322,6 +322,20 @@ enum Bench {
         #[arg(long, default_value_t = 5, requires = "fio")]
         fio_seconds: u32,
     },
+    /// The same workloads on Stria's backends and on RocksDB, Redis and
+    /// fio, alternated round by round: medians, ratios, CPU per operation,
+    /// a JSON file, a Markdown report and SVG charts.
+    ///
+    /// Workloads: floor (fio's durable 4 KiB write and durable bandwidth on
+    /// the disk of the log), wal-pe (T threads, one durable 1 KiB write at
+    /// a time each), ingest (5 clients in BatchWriter batches, sync and
+    /// write), latency (one client, one durable put at a time), server
+    /// (redis-benchmark against stria serve and Redis with appendfsync
+    /// always). RocksDB needs a build with --features peers; a peer that
+    /// cannot run is reported as "not run: <why>". Refuses maps whose
+    /// engine keeps data unless --force; leaves them formatted and empty.
+    /// Example: stria bench compare --workloads wal-pe --threads 100
+    Compare(Box<stria::bench::compare::CompareArgs>),
     /// redis-benchmark -t set,get against Stria and against Redis with
     /// appendfsync always, on the same disk, side by side.
     ///
@@ -586,6 +600,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 devices,
                 keep,
                 force,
+                duration: None,
             };
             let report = walpe::run(&cfg, &opts).map_err(|e| e.to_string())?;
             print!("{report}");
@@ -694,6 +709,16 @@ fn run(command: Command) -> Result<ExitCode, String> {
             .map_err(|e| e.to_string())?;
             print!("{report}");
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Compare(args)) => {
+            let command = std::env::args().collect::<Vec<_>>().join(" ");
+            let report = stria::bench::compare::run(*args, command)?;
+            print!("{report}");
+            Ok(if report.stria_failed() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Bench(Bench::RedisCompare {
             config,

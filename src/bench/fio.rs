@@ -106,23 +106,42 @@ pub fn parse(output: &str) -> Result<FioReference, String> {
 /// Runs the reference for `seconds` on a 64 MiB file `fio.ref` in `dir`
 /// (removed afterwards). `Ok(None)` when fio is not installed.
 pub fn run(dir: &Path, seconds: u32) -> Result<Option<FioReference>, String> {
+    let args = [
+        "--size=64m",
+        "--bs=4k",
+        "--rw=randwrite",
+        "--ioengine=sync",
+        "--fdatasync=1",
+    ];
+    let Some(out) = run_job(dir, "ref", &args, seconds as f64)? else {
+        return Ok(None);
+    };
+    parse(&out).map(Some)
+}
+
+/// Runs one fio job named `name` with `args` for `seconds` (time based) on
+/// a file `fio.<name>` in `dir` (removed afterwards) and returns its JSON
+/// output. `Ok(None)` when fio is not installed.
+pub fn run_job(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    seconds: f64,
+) -> Result<Option<String>, String> {
     if !super::process::installed(Path::new("fio")) {
         return Ok(None);
     }
-    let file: PathBuf = dir.join("fio.ref");
+    let file: PathBuf = dir.join(format!("fio.{name}"));
     let out = Command::new("fio")
-        .arg("--name=ref")
+        .arg(format!("--name={name}"))
         .arg(format!("--filename={}", file.display()))
-        .args([
-            "--size=64m",
-            "--bs=4k",
-            "--rw=randwrite",
-            "--ioengine=sync",
-            "--fdatasync=1",
-            &format!("--runtime={seconds}"),
-            "--time_based",
-            "--output-format=json",
-        ])
+        .args(args)
+        // fio takes a runtime in whole units; milliseconds keep short runs.
+        .arg(format!(
+            "--runtime={}ms",
+            (seconds * 1000.0).ceil().max(1.0)
+        ))
+        .args(["--time_based", "--output-format=json"])
         .output()
         .map_err(|e| format!("cannot run fio: {e}"));
     let _ = std::fs::remove_file(&file);
@@ -134,7 +153,7 @@ pub fn run(dir: &Path, seconds: u32) -> Result<Option<FioReference>, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    parse(&String::from_utf8_lossy(&out.stdout)).map(Some)
+    Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()))
 }
 
 #[cfg(test)]

@@ -39,6 +39,11 @@ impl Latency {
         self.hist.len()
     }
 
+    /// The latency at quantile `q` (0..=1), in microseconds.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        self.hist.value_at_quantile(q) as f64 / 1000.0
+    }
+
     pub fn summary(&self) -> Summary {
         let us = |ns: u64| ns as f64 / 1000.0;
         Summary {

@@ -1,6 +1,7 @@
 //! Benchmarks shared by the CLI (`stria devbench`, `stria bench ...`) and
 //! `benches/`.
 
+pub mod compare;
 pub mod devbench;
 pub mod device;
 pub mod fio;

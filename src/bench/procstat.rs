@@ -12,6 +12,14 @@ pub struct ProcSample {
 }
 
 impl ProcSample {
+    /// What was used from `earlier` to `self`.
+    pub fn since(&self, earlier: &ProcSample) -> ProcSample {
+        ProcSample {
+            cpu_secs: (self.cpu_secs - earlier.cpu_secs).max(0.0),
+            switches: self.switches.saturating_sub(earlier.switches),
+        }
+    }
+
     /// What the process used from `self` to `later`, per operation of `ops`.
     pub fn per_op(&self, later: &ProcSample, ops: u64) -> (f64, f64) {
         let ops = ops.max(1) as f64;
@@ -19,6 +27,24 @@ impl ProcSample {
             (later.cpu_secs - self.cpu_secs) * 1e6 / ops,
             later.switches.saturating_sub(self.switches) as f64 / ops,
         )
+    }
+}
+
+/// What this process has used so far, dead threads included (getrusage
+/// `RUSAGE_SELF`): the CPU time and context switches of an in-process
+/// system, such as the engine or RocksDB, measured around a run.
+pub fn own() -> ProcSample {
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage for the call to fill.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    if rc != 0 {
+        return ProcSample::default();
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    ProcSample {
+        cpu_secs: secs(u.ru_utime) + secs(u.ru_stime),
+        switches: (u.ru_nvcsw + u.ru_nivcsw).max(0) as u64,
     }
 }
 
@@ -75,5 +101,22 @@ mod tests {
         );
         let (cpu, sw) = a.per_op(&b, 1);
         assert!(cpu >= 0.0 && sw >= 1.0);
+    }
+
+    #[test]
+    fn own_usage_counts_threads_that_have_ended() {
+        let a = own();
+        std::thread::spawn(|| {
+            let mut x = 0u64;
+            for i in 0..50_000_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+            std::hint::black_box(x);
+        })
+        .join()
+        .unwrap();
+        let b = own();
+        assert!(b.cpu_secs > a.cpu_secs, "{a:?} {b:?}");
+        assert!(b.switches >= a.switches, "{a:?} {b:?}");
     }
 }

@@ -267,7 +267,7 @@ fn summary(rows: &[CsvRow]) -> String {
 }
 
 /// Removes a folder and what it holds when dropped.
-struct RemoveOnDrop(PathBuf);
+pub(crate) struct RemoveOnDrop(pub(crate) PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
@@ -276,7 +276,7 @@ impl Drop for RemoveOnDrop {
 }
 
 /// Starts Redis with every write fsynced before its reply, in `dir`.
-fn start_redis(bin: &Path, dir: &Path) -> Result<ServerProcess, String> {
+pub(crate) fn start_redis(bin: &Path, dir: &Path) -> Result<ServerProcess, String> {
     let port = process::free_port().map_err(|e| format!("no free port: {e}"))?;
     let mut cmd = Command::new(bin);
     cmd.arg("--port")
@@ -350,7 +350,7 @@ fn benchmark_run(
 }
 
 /// `redis-benchmark -t test` against `server`.
-fn benchmark_one(
+pub(crate) fn benchmark_one(
     server: &ServerProcess,
     password: Option<&str>,
     opts: &CompareOptions,

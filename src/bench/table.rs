@@ -34,6 +34,31 @@ impl Table {
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
+
+    /// The table in Markdown (GitHub's tables), numbers right-aligned.
+    pub fn markdown(&self) -> String {
+        let esc = |c: &str| c.replace('|', "\\|");
+        let mut out = format!(
+            "| {} |\n|",
+            self.header
+                .iter()
+                .map(|h| esc(h))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        for i in 0..self.header.len() {
+            let right = self.rows.iter().any(|r| numeric(&r[i]));
+            out.push_str(if right { "--:|" } else { "---|" });
+        }
+        out.push('\n');
+        for row in &self.rows {
+            out.push_str(&format!(
+                "| {} |\n",
+                row.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        out
+    }
 }
 
 fn numeric(cell: &str) -> bool {
@@ -88,6 +113,10 @@ mod tests {
         assert_eq!(
             t.to_string(),
             "name   iops\n-----  -----\nwal0      12\ndata0  12345\n"
+        );
+        assert_eq!(
+            t.markdown(),
+            "| name | iops |\n|---|--:|\n| wal0 | 12 |\n| data0 | 12345 |\n"
         );
     }
 }

@@ -15,11 +15,12 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::latency::{fmt_us, Latency};
+use super::procstat::{self, ProcSample};
 use crate::admin::{self, AdminError};
 use crate::config::{Config, Durability};
 use crate::device::{AnyDevice, DeviceError};
@@ -46,6 +47,9 @@ pub struct WalPeOptions {
     pub keep: bool,
     /// Run even on a map whose engine keeps data, destroying it.
     pub force: bool,
+    /// Stop each thread after this long even if it has appends left (a
+    /// timed run, as `bench compare` makes; `None`: all iterations).
+    pub duration: Option<Duration>,
 }
 
 /// What was measured.
@@ -54,6 +58,10 @@ pub struct WalPeReport {
     pub opts: WalPeOptions,
     pub devices: Vec<String>,
     pub elapsed: Duration,
+    /// Appends acknowledged (fewer than threads x iterations in a timed run).
+    pub appended: u64,
+    /// The process's CPU time and context switches over the appends.
+    pub usage: ProcSample,
     pub latency: Latency,
     pub stats: WalStatsSnapshot,
     /// The WAL reactor's counters at the end of the run.
@@ -116,13 +124,17 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
     let wal = Arc::new(wal);
     let latency = Arc::new(Mutex::new(Latency::new()));
     let failure: Arc<Mutex<Option<WalError>>> = Arc::default();
+    let appended = AtomicU64::new(0);
+    let before = procstat::own();
     let start = Instant::now();
+    let end = opts.duration.map(|d| start + d);
     let writing = AtomicUsize::new(opts.threads);
     std::thread::scope(|s| {
         for t in 0..opts.threads {
             let (wal, latency, failure, writing) = (&wal, &latency, &failure, &writing);
+            let appended = &appended;
             s.spawn(move || {
-                if let Err(e) = writer(wal, t, opts, latency) {
+                if let Err(e) = writer(wal, t, opts, end, latency, appended) {
                     failure.lock().expect("lock").get_or_insert(e);
                 }
                 writing.fetch_sub(1, Ordering::SeqCst);
@@ -145,6 +157,7 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         }
     });
     let elapsed = start.elapsed();
+    let usage = procstat::own().since(&before);
     if let Some(e) = failure.lock().expect("lock").take() {
         return Err(e.into());
     }
@@ -163,6 +176,8 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
         opts: opts.clone(),
         devices: names,
         elapsed,
+        appended: appended.into_inner(),
+        usage,
         latency,
         stats,
         reactor,
@@ -175,20 +190,20 @@ fn writer(
     wal: &Wal,
     thread: usize,
     opts: &WalPeOptions,
+    end: Option<Instant>,
     shared: &Mutex<Latency>,
+    appended: &AtomicU64,
 ) -> Result<(), WalError> {
     let mut latency = Latency::new();
     let value = vec![0x5a; opts.value_size];
     let mut in_flight = VecDeque::with_capacity(opts.in_flight);
-    // Each key is `t<thread>-<i>` padded with `k` to the key size, written
-    // into a buffer of its final size (no formatting machinery, no growth).
-    let prefix = format!("t{thread:04}-");
-    let key_len = opts.key_size.max(prefix.len() + KEY_DIGITS);
+    let key_len = key_len(opts.key_size);
     for i in 0..opts.iterations {
+        if end.is_some_and(|end| Instant::now() >= end) {
+            break;
+        }
         let mut key = Vec::with_capacity(key_len);
-        key.extend_from_slice(prefix.as_bytes());
-        push_digits(&mut key, i);
-        key.resize(key.len().max(key_len), b'k');
+        push_key(&mut key, thread, i, key_len);
         if in_flight.len() == opts.in_flight {
             let (at, ticket): (Instant, crate::wal::Ticket) = in_flight.pop_front().expect("full");
             ticket.wait()?;
@@ -204,6 +219,7 @@ fn writer(
     if !opts.keep {
         wal.release(wal.durable_lsn());
     }
+    appended.fetch_add(latency.count(), Ordering::Relaxed);
     shared.lock().expect("lock").add(&latency);
     Ok(())
 }
@@ -217,9 +233,27 @@ fn push_digits(out: &mut Vec<u8>, n: u64) {
     super::push_decimal(out, n, KEY_DIGITS);
 }
 
+/// The length of the keys of at least `size` bytes: `t<thread>-<i>` is 18.
+pub fn key_len(size: usize) -> usize {
+    size.max(b"t0000-".len() + KEY_DIGITS)
+}
+
+/// Appends the key of append `i` of `thread`: `t<thread>-<i>` padded with
+/// `k` to `len` bytes, built in place (no formatting machinery, no growth
+/// when `out` has the capacity).
+pub fn push_key(out: &mut Vec<u8>, thread: usize, i: u64, len: usize) {
+    out.push(b't');
+    super::push_decimal(out, thread as u64, 4);
+    out.push(b'-');
+    push_digits(out, i);
+    if out.len() < len {
+        out.resize(len, b'k');
+    }
+}
+
 impl WalPeReport {
     pub fn ops(&self) -> u64 {
-        self.opts.threads as u64 * self.opts.iterations
+        self.appended
     }
 
     pub fn ops_per_sec(&self) -> f64 {
@@ -234,12 +268,19 @@ impl fmt::Display for WalPeReport {
         let bytes = self.ops() * (o.value_size + o.key_size) as u64;
         writeln!(
             f,
-            "threads={}, iterations={}, durability={} took {:.3}s, {:.0} ops/s",
+            "threads={}, iterations={}, durability={}: {} appends in {:.3}s, {:.0} ops/s",
             o.threads,
             o.iterations,
             o.durability.as_str(),
+            self.appended,
             self.elapsed.as_secs_f64(),
             self.ops_per_sec()
+        )?;
+        writeln!(
+            f,
+            "  process CPU {:.1} us per append, {:.2} context switches per append",
+            self.usage.cpu_secs * 1e6 / self.ops().max(1) as f64,
+            self.usage.switches as f64 / self.ops().max(1) as f64
         )?;
         writeln!(
             f,
@@ -307,7 +348,7 @@ impl fmt::Display for WalPeReport {
 
 #[cfg(test)]
 mod tests {
-    use super::push_digits;
+    use super::{key_len, push_digits, push_key};
 
     #[test]
     fn keys_are_zero_padded_like_the_format_they_replace() {
@@ -316,5 +357,11 @@ mod tests {
             push_digits(&mut out, n);
             assert_eq!(out, format!("t0003-{n:012}").into_bytes());
         }
+        let mut k = Vec::new();
+        push_key(&mut k, 3, 42, key_len(16));
+        assert_eq!(k, b"t0003-000000000042");
+        let mut k = Vec::new();
+        push_key(&mut k, 12345, 42, key_len(24));
+        assert_eq!(k, b"t12345-000000000042kkkkk");
     }
 }
