@@ -30,6 +30,14 @@ pub fn sigterm(pid: u32) -> io::Result<()> {
     }
 }
 
+/// Writes back every dirty page of the system (sync(2)), so that what one
+/// bench left in the page cache (a buffered ingest's gigabytes) is not
+/// written back under the next one's durable writes.
+pub fn settle() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+}
+
 /// A loopback port nobody listened on a moment ago (another process may
 /// take it before we use it; good enough for benches and tests).
 pub fn free_port() -> io::Result<u16> {

@@ -180,7 +180,18 @@ fn bars(
     ) else {
         return Ok(false);
     };
-    let labels: Vec<String> = cases.iter().map(|&c| w.cases[c].name.clone()).collect();
+    // The server's cases of a chart share their (clients, pipeline), which
+    // the title names.
+    let labels: Vec<String> = cases
+        .iter()
+        .map(|&c| {
+            let name = &w.cases[c].name;
+            match name.split_once(" -c ") {
+                Some((test, _)) if w.name == "server" => test.to_string(),
+                _ => name.clone(),
+            }
+        })
+        .collect();
     let root: Area = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let n = cases.len();

@@ -278,6 +278,7 @@ pub fn run(args: CompareArgs, command: String) -> Result<CompareReport, String> 
     let progress = Progress::new(count_runs(&plan, &workloads));
     let mut reports = Vec::new();
     for w in &workloads {
+        process::settle();
         reports.push(match w {
             Workload::Floor => run_floor(&plan, &progress),
             Workload::WalPe => run_wal_pe(&plan, &progress),
