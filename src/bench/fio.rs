@@ -60,21 +60,28 @@ impl fmt::Display for FioReference {
     }
 }
 
-/// Parses fio's `--output-format=json` output (anything before the first
-/// `{`, such as warnings, is skipped).
-pub fn parse(output: &str) -> Result<FioReference, String> {
+/// The first job of fio's `--output-format=json` output (anything before
+/// the first `{`, such as warnings, is skipped), if it ran without error.
+pub fn first_job(output: &str) -> Result<serde_json::Value, String> {
     let start = output
         .find('{')
         .ok_or_else(|| "fio printed no JSON".to_string())?;
     let v: serde_json::Value =
         serde_json::from_str(&output[start..]).map_err(|e| format!("fio's JSON: {e}"))?;
-    let job = &v["jobs"][0];
+    let job = v["jobs"][0].clone();
     if job.is_null() {
         return Err("fio's JSON has no job".into());
     }
     if let Some(err) = job["error"].as_i64().filter(|&e| e != 0) {
         return Err(format!("fio's job failed with error {err}"));
     }
+    Ok(job)
+}
+
+/// Parses fio's `--output-format=json` output (anything before the first
+/// `{`, such as warnings, is skipped).
+pub fn parse(output: &str) -> Result<FioReference, String> {
+    let job = &first_job(output)?;
     let pct = |path: [&str; 2], p: &str| -> Result<f64, String> {
         job[path[0]][path[1]]["percentile"][p]
             .as_f64()

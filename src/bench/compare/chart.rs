@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -160,6 +162,59 @@ fn log_range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     (hi > 0.0).then(|| (lo / 2.0, hi * 2.0))
 }
 
+/// Grid lines: horizontal only (bars) or both ways (curves).
+#[derive(Clone, Copy, PartialEq)]
+enum Mesh {
+    Horizontal,
+    Both,
+}
+
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, LogCoord<f64>>>;
+
+/// A white chart titled `title` over `x` with a log y axis from `y.0` to
+/// `y.1`, about `labels` labels along x as `label` names them.
+fn frame<'a, 'b>(
+    root: &'a Area<'b>,
+    title: &str,
+    (x, labels): (std::ops::Range<f64>, usize),
+    y: (f64, f64),
+    label: &dyn Fn(&f64) -> String,
+    y_desc: &str,
+    x_mesh: Mesh,
+) -> Result<Chart<'a, 'b>, String> {
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x, (y.0..y.1).log_scale())
+        .map_err(err)?;
+    let mut mesh = chart.configure_mesh();
+    if x_mesh == Mesh::Horizontal {
+        mesh.disable_x_mesh();
+    }
+    mesh.x_labels(labels)
+        .x_label_formatter(label)
+        .y_label_formatter(&|v| human(*v))
+        .y_desc(y_desc)
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// Draws the legend and writes the file.
+fn finish<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, root: &Area<'b>) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// Bars of `value` per case (groups along x) and system; false when there
 /// is nothing to draw.
 fn bars(
@@ -193,15 +248,7 @@ fn bars(
         })
         .collect();
     let root: Area = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
     let n = cases.len();
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0f64..n as f64, (lo..hi).log_scale())
-        .map_err(err)?;
     let label = |x: &f64| {
         let i = (x - 0.5).round();
         if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
@@ -210,15 +257,15 @@ fn bars(
             String::new()
         }
     };
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(2 * n + 1)
-        .x_label_formatter(&label)
-        .y_label_formatter(&|v| human(*v))
-        .y_desc(y_desc)
-        .draw()
-        .map_err(err)?;
+    let mut chart = frame(
+        &root,
+        title,
+        (0f64..n as f64, 2 * n + 1),
+        (lo, hi),
+        &label,
+        y_desc,
+        Mesh::Horizontal,
+    )?;
     let width = 0.8 / systems.len() as f64;
     for (k, s) in systems.iter().enumerate() {
         let col = color(report, s);
@@ -240,14 +287,7 @@ fn bars(
             .label(s.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], col.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
+    finish(&mut chart, &root)?;
     Ok(true)
 }
 
@@ -281,18 +321,7 @@ fn curves(
         return Ok(false);
     };
     let root: Area = SVGBackend::new(path, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
     let n = CURVE.len();
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{} {case}: latency percentiles (median of rounds)", w.name),
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(36)
-        .y_label_area_size(80)
-        .build_cartesian_2d(-0.25f64..(n as f64 - 0.75), (lo..hi).log_scale())
-        .map_err(err)?;
     let label = |x: &f64| {
         let i = x.round();
         if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
@@ -301,14 +330,17 @@ fn curves(
             String::new()
         }
     };
-    chart
-        .configure_mesh()
-        .x_labels(2 * n)
-        .x_label_formatter(&label)
-        .y_label_formatter(&|v| human(*v))
-        .y_desc("microseconds")
-        .draw()
-        .map_err(err)?;
+    let title = format!("{} {case}: latency percentiles (median of rounds)", w.name);
+    let x = -0.25f64..(n as f64 - 0.75);
+    let mut chart = frame(
+        &root,
+        &title,
+        (x, 2 * n),
+        (lo, hi),
+        &label,
+        "microseconds",
+        Mesh::Both,
+    )?;
     for (system, pts) in lines {
         let col = if system.starts_with("fio") {
             BLACK
@@ -324,14 +356,7 @@ fn curves(
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, col.filled())))
             .map_err(err)?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
+    finish(&mut chart, &root)?;
     Ok(true)
 }
 

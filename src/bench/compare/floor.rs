@@ -47,18 +47,7 @@ pub fn run(dir: &Path, case: usize, seconds: f64) -> Result<Option<Sample>, Stri
 /// after it; its latency percentiles are the write's plus the fdatasync's
 /// (fio reports the two apart; see `bench::fio`), its CPU fio's own.
 pub fn sample_of(output: &str) -> Result<Sample, String> {
-    let start = output
-        .find('{')
-        .ok_or_else(|| "fio printed no JSON".to_string())?;
-    let v: serde_json::Value =
-        serde_json::from_str(&output[start..]).map_err(|e| format!("fio's JSON: {e}"))?;
-    let job = &v["jobs"][0];
-    if job.is_null() {
-        return Err("fio's JSON has no job".into());
-    }
-    if let Some(err) = job["error"].as_i64().filter(|&e| e != 0) {
-        return Err(format!("fio's job failed with error {err}"));
-    }
+    let job = &fio::first_job(output)?;
     let write = &job["write"];
     let ops = write["total_ios"].as_u64().unwrap_or(0);
     let runtime_ms = write["runtime"].as_f64().unwrap_or(0.0);

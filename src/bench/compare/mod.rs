@@ -486,6 +486,29 @@ fn peer_missing() -> Result<Sample, String> {
     Err(systems::rocksdb_missing().unwrap_or_default())
 }
 
+/// An in-process workload: `cases` on every Stria map (`stria`) and on
+/// RocksDB (`peer`).
+fn in_process<T>(
+    plan: &Plan,
+    progress: &Progress,
+    workload: Workload,
+    cases: &[T],
+    name: fn(&T) -> String,
+    stria: impl Fn(&crate::config::Config, &T) -> Result<Sample, String>,
+    peer: impl Fn(&T) -> Result<Sample, String>,
+) -> WorkloadReport {
+    let names: Vec<String> = cases.iter().map(name).collect();
+    let systems = plan.of(&["stria-*", "rocksdb"]);
+    let results = alternate(plan, progress, workload, &names, &systems, |c, sys| {
+        if sys == "rocksdb" {
+            peer(&cases[c])
+        } else {
+            stria(&plan.map(sys).cfg, &cases[c])
+        }
+    });
+    workload_report(workload, Some("rocksdb"), results)
+}
+
 fn run_wal_pe(plan: &Plan, progress: &Progress) -> WorkloadReport {
     let cases: Vec<WalPeCase> = plan
         .args
@@ -497,26 +520,21 @@ fn run_wal_pe(plan: &Plan, progress: &Progress) -> WorkloadReport {
             durability: Durability::Sync,
         })
         .collect();
-    let names: Vec<String> = cases.iter().map(WalPeCase::name).collect();
-    let systems = plan.of(&["stria-*", "rocksdb"]);
-    let cases = alternate(
+    let d = plan.duration();
+    #[cfg(feature = "peers")]
+    let peer = |c: &WalPeCase| rocks::wal_pe(&plan.dir, c, d);
+    #[cfg(not(feature = "peers"))]
+    let peer = |_: &WalPeCase| peer_missing();
+    let stria = |cfg: &crate::config::Config, c: &WalPeCase| stria::wal_pe(cfg, c, d);
+    in_process(
         plan,
         progress,
         Workload::WalPe,
-        &names,
-        &systems,
-        |c, sys| {
-            let case = &cases[c];
-            if sys == "rocksdb" {
-                #[cfg(feature = "peers")]
-                return rocks::wal_pe(&plan.dir, case, plan.duration());
-                #[cfg(not(feature = "peers"))]
-                return peer_missing();
-            }
-            stria::wal_pe(&plan.map(sys).cfg, case, plan.duration())
-        },
-    );
-    workload_report(Workload::WalPe, Some("rocksdb"), cases)
+        &cases,
+        WalPeCase::name,
+        stria,
+        peer,
+    )
 }
 
 fn run_ingest(plan: &Plan, progress: &Progress) -> WorkloadReport {
@@ -529,48 +547,31 @@ fn run_ingest(plan: &Plan, progress: &Progress) -> WorkloadReport {
             durability,
         })
         .collect();
-    let names: Vec<String> = cases.iter().map(IngestCase::name).collect();
-    let systems = plan.of(&["stria-*", "rocksdb"]);
-    let cases = alternate(
+    #[cfg(feature = "peers")]
+    let peer = |c: &IngestCase| rocks::ingest(&plan.dir, c);
+    #[cfg(not(feature = "peers"))]
+    let peer = |_: &IngestCase| peer_missing();
+    in_process(
         plan,
         progress,
         Workload::Ingest,
-        &names,
-        &systems,
-        |c, sys| {
-            let case = &cases[c];
-            if sys == "rocksdb" {
-                #[cfg(feature = "peers")]
-                return rocks::ingest(&plan.dir, case);
-                #[cfg(not(feature = "peers"))]
-                return peer_missing();
-            }
-            stria::ingest(&plan.map(sys).cfg, case)
-        },
-    );
-    workload_report(Workload::Ingest, Some("rocksdb"), cases)
+        &cases,
+        IngestCase::name,
+        stria::ingest,
+        peer,
+    )
 }
 
 fn run_latency(plan: &Plan, progress: &Progress) -> WorkloadReport {
-    let names = vec!["1 KiB sync put".to_string()];
-    let systems = plan.of(&["stria-*", "rocksdb"]);
-    let cases = alternate(
-        plan,
-        progress,
-        Workload::Latency,
-        &names,
-        &systems,
-        |_, sys| {
-            if sys == "rocksdb" {
-                #[cfg(feature = "peers")]
-                return rocks::latency(&plan.dir, 1024, Durability::Sync, plan.duration());
-                #[cfg(not(feature = "peers"))]
-                return peer_missing();
-            }
-            stria::latency(&plan.map(sys).cfg, 1024, Durability::Sync, plan.duration())
-        },
-    );
-    workload_report(Workload::Latency, Some("rocksdb"), cases)
+    let d = plan.duration();
+    #[cfg(feature = "peers")]
+    let peer = |_: &()| rocks::latency(&plan.dir, 1024, Durability::Sync, d);
+    #[cfg(not(feature = "peers"))]
+    let peer = |_: &()| peer_missing();
+    let stria =
+        |cfg: &crate::config::Config, _: &()| stria::latency(cfg, 1024, Durability::Sync, d);
+    let name = |_: &()| "1 KiB sync put".to_string();
+    in_process(plan, progress, Workload::Latency, &[()], name, stria, peer)
 }
 
 /// The server workload: each round starts every server in turn, runs all

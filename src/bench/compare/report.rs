@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{CaseReport, CompareReport, Medians, WorkloadReport};
+use super::{CompareReport, Medians, WorkloadReport};
 use crate::bench::latency::fmt_us;
 use crate::bench::table::Table;
 
@@ -179,32 +179,13 @@ pub fn goals(report: &CompareReport) -> Vec<Goal> {
         goal(
             "wal-pe 100 threads, durable: throughput",
             ">= 3x RocksDB",
-            r.map(|(a, b)| {
-                let x = a.ops_per_sec / b.ops_per_sec;
-                (
-                    x,
-                    format!(
-                        "{x:.2}x ({} vs {} ops/s)",
-                        thousands(a.ops_per_sec),
-                        thousands(b.ops_per_sec)
-                    ),
-                )
-            }),
+            r.map(|(a, b)| rate(a, b, "ops/s")),
             |x| x >= 3.0,
         );
         goal(
             "wal-pe 100 threads, durable: CPU per operation",
             "<= 0.5x RocksDB",
-            r.map(|(a, b)| {
-                let x = a.cpu_per_mop / b.cpu_per_mop;
-                (
-                    x,
-                    format!(
-                        "{x:.2}x ({:.1} vs {:.1} CPU s/Mop)",
-                        a.cpu_per_mop, b.cpu_per_mop
-                    ),
-                )
-            }),
+            r.map(|(a, b)| cpu(a, b)),
             |x| x <= 0.5,
         );
         let r = both("wal-pe", "threads=1", "rocksdb");
@@ -247,17 +228,7 @@ pub fn goals(report: &CompareReport) -> Vec<Goal> {
         goal(
             "ingest, durable: throughput",
             ">= 3x RocksDB with the same batches",
-            r.map(|(a, b)| {
-                let x = a.ops_per_sec / b.ops_per_sec;
-                (
-                    x,
-                    format!(
-                        "{x:.2}x ({} vs {} records/s)",
-                        thousands(a.ops_per_sec),
-                        thousands(b.ops_per_sec)
-                    ),
-                )
-            }),
+            r.map(|(a, b)| rate(a, b, "records/s")),
             |x| x >= 3.0,
         );
         for (w, peer) in [
@@ -273,8 +244,7 @@ pub fn goals(report: &CompareReport) -> Vec<Goal> {
                 goal(
                     &format!("{w} {}: CPU per operation", c.name),
                     &format!("< {peer}'s"),
-                    cpu_ratio(c, s, peer)
-                        .map(|(x, a, b)| (x, format!("{x:.2}x ({a:.1} vs {b:.1} CPU s/Mop)"))),
+                    c.medians(s).zip(c.medians(peer)).map(|(a, b)| cpu(a, b)),
                     |x| x < 1.0,
                 );
             }
@@ -283,13 +253,18 @@ pub fn goals(report: &CompareReport) -> Vec<Goal> {
     out
 }
 
-fn cpu_ratio(c: &CaseReport, system: &str, peer: &str) -> Option<(f64, f64, f64)> {
-    let (a, b) = (c.medians(system)?, c.medians(peer)?);
-    Some((
-        a.cpu_per_mop / b.cpu_per_mop.max(1e-9),
-        a.cpu_per_mop,
-        b.cpu_per_mop,
-    ))
+/// `a`'s throughput over `b`'s, and how it reads.
+fn rate(a: &Medians, b: &Medians, unit: &str) -> (f64, String) {
+    let x = a.ops_per_sec / b.ops_per_sec.max(1e-9);
+    let (a, b) = (thousands(a.ops_per_sec), thousands(b.ops_per_sec));
+    (x, format!("{x:.2}x ({a} vs {b} {unit})"))
+}
+
+/// `a`'s CPU per operation over `b`'s, and how it reads.
+fn cpu(a: &Medians, b: &Medians) -> (f64, String) {
+    let x = a.cpu_per_mop / b.cpu_per_mop.max(1e-9);
+    let (a, b) = (a.cpu_per_mop, b.cpu_per_mop);
+    (x, format!("{x:.2}x ({a:.1} vs {b:.1} CPU s/Mop)"))
 }
 
 fn goal_table(goals: &[Goal]) -> Table {

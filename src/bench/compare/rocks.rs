@@ -185,28 +185,8 @@ pub fn latency(
     let fresh = Fresh::open(dir)?;
     let db = fresh.db();
     let w = write_options(durability);
-    let value = vec![0xa5u8; value_size];
-    let mut key = Vec::with_capacity(32);
-    let mut latency = Latency::new();
-    let before = procstat::own();
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < duration {
-        key.clear();
-        workloads::push_latency_key(&mut key, n);
-        let at = Instant::now();
-        db.put_opt(&key, &value, &w)
-            .map_err(|e| format!("RocksDB put: {e}"))?;
-        latency.record(at.elapsed());
-        n += 1;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let usage = procstat::own().since(&before);
-    Ok(Sample::new(
-        n,
-        n * (value_size + key.len()) as u64,
-        secs,
-        usage,
-        Percentiles::of(&latency),
-    ))
+    workloads::timed_puts(value_size, duration, |key, value| {
+        db.put_opt(key, value, &w)
+            .map_err(|e| format!("RocksDB put: {e}"))
+    })
 }

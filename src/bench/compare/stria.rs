@@ -3,13 +3,12 @@
 //! latency through the whole engine. Each run starts from an empty engine
 //! and erases what it wrote, so runs and rounds do not see each other.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::sample::{Percentiles, Sample};
 use super::workloads::{IngestCase, WalPeCase};
 use crate::admin;
 use crate::bench::ingest::{self, IngestOptions};
-use crate::bench::latency::Latency;
 use crate::bench::procstat;
 use crate::bench::walpe::{self, WalPeOptions};
 use crate::config::{Config, Durability};
@@ -93,31 +92,11 @@ pub fn latency(
     duration: Duration,
 ) -> Result<Sample, String> {
     with_engine(cfg, |engine| {
-        let mut latency = Latency::new();
-        let value = vec![0xa5u8; value_size];
-        let mut key = Vec::with_capacity(32);
-        let before = procstat::own();
-        let start = Instant::now();
-        let mut n = 0u64;
-        while start.elapsed() < duration {
-            key.clear();
-            super::workloads::push_latency_key(&mut key, n);
-            let at = Instant::now();
+        super::workloads::timed_puts(value_size, duration, |key, value| {
             engine
-                .submit(&[(&key, Some(&value))], Some(durability))
+                .submit(&[(key, Some(value))], Some(durability))
                 .and_then(|p| p.wait())
-                .map_err(|e| e.to_string())?;
-            latency.record(at.elapsed());
-            n += 1;
-        }
-        let secs = start.elapsed().as_secs_f64();
-        let usage = procstat::own().since(&before);
-        Ok(Sample::new(
-            n,
-            n * (value_size + key.len()) as u64,
-            secs,
-            usage,
-            Percentiles::of(&latency),
-        ))
+                .map_err(|e| e.to_string())
+        })
     })
 }

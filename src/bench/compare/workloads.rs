@@ -4,6 +4,11 @@
 //! HBase PE's randomWrite with one client (latency), and redis-benchmark
 //! against the servers (server).
 
+use std::time::{Duration, Instant};
+
+use super::sample::{Percentiles, Sample};
+use crate::bench::latency::Latency;
+use crate::bench::procstat;
 use crate::config::Durability;
 
 /// A workload, by the name `--workloads` takes.
@@ -147,6 +152,39 @@ pub fn parse_server_case(s: &str) -> Result<(usize, usize), String> {
 pub fn push_latency_key(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(b"lat-");
     crate::bench::push_decimal(out, n, 12);
+}
+
+/// The latency workload's loop: one put of `value_size` bytes at a time
+/// through `put` for `duration`, each timed, with this process's CPU
+/// around them.
+pub fn timed_puts(
+    value_size: usize,
+    duration: Duration,
+    mut put: impl FnMut(&[u8], &[u8]) -> Result<(), String>,
+) -> Result<Sample, String> {
+    let mut latency = Latency::new();
+    let value = vec![0xa5u8; value_size];
+    let mut key = Vec::with_capacity(32);
+    let before = procstat::own();
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < duration {
+        key.clear();
+        push_latency_key(&mut key, n);
+        let at = Instant::now();
+        put(&key, &value)?;
+        latency.record(at.elapsed());
+        n += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let usage = procstat::own().since(&before);
+    Ok(Sample::new(
+        n,
+        n * (value_size + key.len()) as u64,
+        secs,
+        usage,
+        Percentiles::of(&latency),
+    ))
 }
 
 #[cfg(test)]
