@@ -69,7 +69,7 @@ fn a_tiny_comparison_on_the_simulated_device_writes_its_json_report_and_charts()
             "--tests",
             "set,incr-1-key",
             "--server-cases",
-            "2x1",
+            "2x1,1x16",
             "--out",
             "out",
         ],
@@ -117,6 +117,11 @@ fn a_tiny_comparison_on_the_simulated_device_writes_its_json_report_and_charts()
             "{rocks}"
         );
     }
+    // One client sends a fifth of --requests, rounded up to whole
+    // pipelines of 16: 100 / 5 = 20, so two pipelines (never -n 0, on
+    // which redis-benchmark runs forever).
+    let piped = result(&v, "server", "SET -c 1 -P 16", "stria-sim");
+    assert_eq!(piped["samples"][0]["ops"], 32, "{piped}");
     // The ingest runs wrote every record: 2 clients x 300.
     let ingest = result(&v, "ingest", "sync", "stria-sim");
     assert_eq!(ingest["samples"][0]["ops"], 600, "{ingest}");

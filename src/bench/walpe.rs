@@ -158,16 +158,20 @@ pub fn run(cfg: &Config, opts: &WalPeOptions) -> Result<WalPeReport, WalPeError>
     });
     let elapsed = start.elapsed();
     let usage = procstat::own().since(&before);
-    if let Some(e) = failure.lock().expect("lock").take() {
-        return Err(e.into());
-    }
+    let failed = failure.lock().expect("lock").take();
     let wal = Arc::into_inner(wal).expect("writers are done");
     let reactor = wal.reactor_counters();
-    let stats = wal.close()?;
+    let closed = wal.close();
     drop(opened);
+    // Erased even when the run failed: the bench's records never stay on
+    // the map for the next open to replay.
     if !opts.keep {
         admin::erase(cfg)?;
     }
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let stats = closed?;
     let latency = Arc::into_inner(latency)
         .expect("writers are done")
         .into_inner()

@@ -227,7 +227,12 @@ fn bars(
     value: fn(&Medians) -> f64,
 ) -> Result<bool, String> {
     let systems = ran(w, cases);
-    let of = |c: usize, s: &str| w.cases[c].medians(s).map(value);
+    let of = |c: usize, s: &str| {
+        w.cases[c]
+            .medians(s)
+            .map(value)
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
     let Some((lo, hi)) = log_range(
         cases
             .iter()

@@ -672,8 +672,8 @@ fn server_round(
         let _remove = crate::bench::redis_compare::RemoveOnDrop(folder.clone());
         let redis = crate::bench::redis_compare::start_redis(&bin, &folder)?;
         let out = server::run(&redis, None, spec, done);
-        stop(redis)?;
-        return out;
+        let stopped = stop(redis);
+        return out.and_then(|o| stopped.map(|()| o));
     }
     let map = plan.map(system);
     let serve = Serve {
@@ -682,9 +682,10 @@ fn server_round(
     };
     let stria = serve.start(&map.cfg)?;
     let out = server::run(&stria, map.cfg.server.password.as_deref(), spec, done);
-    stop(stria)?;
-    crate::admin::erase(&map.cfg).map_err(|e| e.to_string())?;
-    out
+    // Erased whatever happened, so a failed round leaves no data behind.
+    let stopped = stop(stria);
+    let erased = crate::admin::erase(&map.cfg).map_err(|e| e.to_string());
+    out.and_then(|o| stopped.and(erased).map(|()| o))
 }
 
 fn stop(server: process::ServerProcess) -> Result<(), String> {

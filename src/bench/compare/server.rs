@@ -53,10 +53,13 @@ pub fn run(
             // redis-benchmark's -n is this per unpipelined request: it
             // multiplies it by the pipeline depth again.
             let opts = CompareOptions {
-                requests: n / pipeline as u64,
+                requests: n.div_ceil(pipeline as u64).max(1),
                 data_size: spec.data_size,
                 redis_server: None,
             };
+            // What redis-benchmark is told to send (never -n 0: it would
+            // run forever).
+            let n = redis_compare::requests_of(opts.requests, pipeline);
             let before = procstat::sample(server.pid()).unwrap_or_default();
             let row = redis_compare::benchmark_one(
                 server, password, &opts, clients, pipeline, &t.test, t.random,

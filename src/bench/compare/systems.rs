@@ -94,7 +94,8 @@ pub fn stria_maps(given: &[(String, PathBuf)], maps_dir: &Path) -> Result<Vec<St
 
 /// Makes a map ready for a run: formats file devices that do not exist yet
 /// (as a first `stria serve` does), and refuses one whose engine keeps
-/// data unless `force`.
+/// data unless `force`, when it erases that data: every run starts from an
+/// empty engine.
 pub fn prepare(map: &StriaMap, force: bool) -> Result<Vec<String>, String> {
     let first = map
         .cfg
@@ -104,7 +105,12 @@ pub fn prepare(map: &StriaMap, force: bool) -> Result<Vec<String>, String> {
     if first {
         admin::format(&map.cfg, false).map_err(|e| format!("{}: {e}", map.name))?;
     }
-    admin::guard(&map.cfg, "stria bench compare", force).map_err(|e| format!("{}: {e}", map.name))
+    let found = admin::guard(&map.cfg, "stria bench compare", force)
+        .map_err(|e| format!("{}: {e}", map.name))?;
+    if !found.is_empty() {
+        admin::erase(&map.cfg).map_err(|e| format!("{}: {e}", map.name))?;
+    }
+    Ok(found)
 }
 
 /// Where the peers (RocksDB's database, Redis's append-only file, fio's
