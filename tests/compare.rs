@@ -8,7 +8,7 @@ use std::path::Path;
 #[path = "common/run.rs"]
 mod run;
 
-use run::{stria, tempdir, text};
+use run::{small_file_map, stria, tempdir, text};
 
 fn json(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("out/results.json")).expect("results.json");
@@ -175,17 +175,7 @@ fn bad_options_are_refused_before_anything_is_written() {
 #[test]
 fn a_map_whose_engine_keeps_data_is_refused_unless_forced() {
     let dir = tempdir();
-    let yaml = "appliance: compare
-reactors: { wal: [0], flush: [1], idle: park, spin-us: 20 }
-devices:
-  - { name: wal0, backend: psync, path: ./data/wal0.img, size: 32MiB, role: wal, queue-depth: 32 }
-  - { name: data0, backend: psync, path: ./data/data0.img, size: 96MiB, role: data, queue-depth: 32 }
-wal: { segment-size: 2MiB, max-batch: 1MiB }
-memstore: { regions: 4, flush-size: 1MiB, global-limit: 4MiB, low-water: 0.9 }
-";
-    std::fs::write(dir.path().join("m.yaml"), yaml).unwrap();
-    let out = stria(dir.path(), &["format", "--config", "m.yaml"]);
-    assert!(out.status.success(), "{}", text(&out));
+    small_file_map(dir.path());
     let set = ["--config", "m.yaml", "--clients", "2", "--records", "500"];
     let out = stria(dir.path(), &[&["bench", "ingest"][..], &set].concat());
     assert!(out.status.success(), "{}", text(&out));

@@ -9,23 +9,7 @@ use std::path::Path;
 #[path = "common/run.rs"]
 mod run;
 
-use run::{stria, tempdir, text};
-
-/// Small psync files under `dir/data`; memstores small enough that the
-/// ingest below leaves block files as well as log records.
-fn file_map(dir: &Path) {
-    let yaml = "appliance: destroy
-reactors: { wal: [0], flush: [1], idle: park, spin-us: 20 }
-devices:
-  - { name: wal0, backend: psync, path: ./data/wal0.img, size: 32MiB, role: wal, queue-depth: 32 }
-  - { name: data0, backend: psync, path: ./data/data0.img, size: 96MiB, role: data, queue-depth: 32 }
-wal: { segment-size: 2MiB, max-batch: 1MiB }
-memstore: { regions: 4, flush-size: 1MiB, global-limit: 4MiB, low-water: 0.9 }
-";
-    std::fs::write(dir.join("m.yaml"), yaml).unwrap();
-    let out = stria(dir, &["format", "--config", "m.yaml"]);
-    assert!(out.status.success(), "{}", text(&out));
-}
+use run::{small_file_map as file_map, stria, tempdir, text};
 
 /// `bench ingest` or `bench verify` of 2 clients x `records` records.
 fn records(dir: &Path, cmd: &str, records: &str) -> (bool, String) {

@@ -199,13 +199,7 @@ pub fn goals(report: &CompareReport) -> Vec<Goal> {
             goal(
                 &format!("wal-pe 1 thread, durable: {name} latency"),
                 "<= RocksDB's",
-                r.and_then(|(a, b)| {
-                    let (a, b) = (get(a)?, get(b)?);
-                    Some((
-                        a / b,
-                        format!("{:.2}x ({}us vs {}us)", a / b, fmt_us(a), fmt_us(b)),
-                    ))
-                }),
+                r.and_then(|(a, b)| Some(latency(get(a)?, get(b)?))),
                 |x| x <= 1.0,
             );
         }
@@ -215,13 +209,7 @@ pub fn goals(report: &CompareReport) -> Vec<Goal> {
             "<= 1.1x fio's 4 KiB write+fdatasync p50",
             medians(report, "wal-pe", "threads=1", s)
                 .zip(f)
-                .and_then(|(a, f)| {
-                    let (a, f) = (a.latency.p50?, f.latency.p50?);
-                    Some((
-                        a / f,
-                        format!("{:.2}x ({}us vs {}us)", a / f, fmt_us(a), fmt_us(f)),
-                    ))
-                }),
+                .and_then(|(a, f)| Some(latency(a.latency.p50?, f.latency.p50?))),
             |x| x <= 1.1,
         );
         let r = both("ingest", "sync", "rocksdb");
@@ -258,6 +246,12 @@ fn rate(a: &Medians, b: &Medians, unit: &str) -> (f64, String) {
     let x = a.ops_per_sec / b.ops_per_sec.max(1e-9);
     let (a, b) = (thousands(a.ops_per_sec), thousands(b.ops_per_sec));
     (x, format!("{x:.2}x ({a} vs {b} {unit})"))
+}
+
+/// Latency `a` (microseconds) over `b`, and how it reads.
+fn latency(a: f64, b: f64) -> (f64, String) {
+    let x = a / b.max(1e-9);
+    (x, format!("{x:.2}x ({}us vs {}us)", fmt_us(a), fmt_us(b)))
 }
 
 /// `a`'s CPU per operation over `b`'s, and how it reads.
