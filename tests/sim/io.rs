@@ -150,9 +150,10 @@ fn transfers_share_the_device_bandwidth() {
     let start = Instant::now();
     q.submit(Request::write(0, 0, vec![filled(1, 1)])).unwrap();
     q.submit(Request::write(1, 1, vec![filled(2, 1)])).unwrap();
-    let first = wait_one(&mut q);
-    let second = wait_one(&mut q);
-    assert_eq!((first.tag, second.tag), (0, 1));
+    // A sleep that overshoots the first deadline (a loaded machine) finds
+    // both done in one poll: what is checked is their order and the time.
+    let out = wait_for(&mut q, 2);
+    assert_eq!((out[0].tag, out[1].tag), (0, 1));
     assert!(start.elapsed() >= Duration::from_millis(2));
 }
 
@@ -419,8 +420,8 @@ fn a_flush_does_not_cover_writes_still_in_flight() {
     let mut q = queue(&dev);
     q.submit(Request::write(0, 0, vec![filled(1, 1)])).unwrap();
     q.submit(Request::flush(1)).unwrap();
-    assert_eq!(wait_one(&mut q).kind, IoKind::Flush);
-    assert_eq!(wait_one(&mut q).kind, IoKind::Write);
+    let kinds: Vec<IoKind> = wait_for(&mut q, 2).iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [IoKind::Flush, IoKind::Write]);
     assert!(dev.visible_read(0, 1).iter().all(|&b| b == 1));
     assert!(dev.durable_read(0, 1).iter().all(|&b| b == 0));
     flush(&mut q);

@@ -45,11 +45,18 @@ pub fn run(q: &mut SimQueue, req: Request) -> Completion {
 
 /// Waits for the next completion on `q`.
 pub fn wait_one(q: &mut SimQueue) -> Completion {
+    let mut out = wait_for(q, 1);
+    assert_eq!(out.len(), 1, "one completion at a time");
+    out.pop().unwrap()
+}
+
+/// Waits until at least `n` completions have come from `q`, sleeping to
+/// each deadline; returns them in completion order.
+pub fn wait_for(q: &mut SimQueue, n: usize) -> Vec<Completion> {
     let mut out = Vec::new();
-    loop {
+    while out.len() < n {
         if q.poll(&mut out) > 0 {
-            assert_eq!(out.len(), 1, "one completion at a time");
-            return out.pop().unwrap();
+            continue;
         }
         match q.wait_hint() {
             WaitHint::Deadline(due) => {
@@ -59,6 +66,7 @@ pub fn wait_one(q: &mut SimQueue) -> Completion {
             other => panic!("waiting with nothing to wait for: {other:?}"),
         }
     }
+    out
 }
 
 /// Writes `buf` at `lba` and checks it completed.
