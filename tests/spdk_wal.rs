@@ -39,6 +39,7 @@ mod with_spdk {
 
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+    use stria::config::DeviceLoss;
     use stria::device::spdk::SpdkDevice;
     use stria::device::{wait, Device, Request};
     use stria::reactor::ReactorConfig;
@@ -66,6 +67,8 @@ mod with_spdk {
             ring_capacity: 256,
             replay_from: Some(1),
             truncate_corrupt: false,
+            copies: 1,
+            on_device_loss: DeviceLoss::Degrade,
         }
     }
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use stria::config::SimConfig;
+use stria::config::{DeviceLoss, SimConfig};
 use stria::device::sim::SimDevice;
 use stria::reactor::ReactorConfig;
 use stria::wal::recovery::{recover, RecoveryOptions, WalDevice};
@@ -67,6 +67,8 @@ fn opts(seed: u64) -> WalOptions {
         ring_capacity: 256,
         replay_from: Some(1),
         truncate_corrupt: false,
+        copies: 1,
+        on_device_loss: DeviceLoss::Degrade,
     }
 }
 

@@ -384,6 +384,24 @@ pub struct WalConfig {
     /// Write a batch that holds a `sync` append with forced unit access
     /// (one round trip) instead of a write and then a flush.
     pub fua: bool,
+    /// Devices each batch is written to (at most the stripe's devices).
+    pub copies: usize,
+    /// What the WAL does when a device fails or vanishes.
+    pub on_device_loss: DeviceLoss,
+}
+
+/// What the WAL does when one of its devices fails (an I/O error, a failed
+/// flush) or vanishes (`wal.on-device-loss`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceLoss {
+    /// Go on without the device while every batch can still be written to
+    /// a device that works: with `wal.copies: 2` on two devices, one copy
+    /// until a replacement; with one copy, a loss fails the WAL.
+    #[default]
+    Degrade,
+    /// Fail the WAL (refuse every write) once a batch could no longer be
+    /// written to `wal.copies` devices.
+    RefuseWrites,
 }
 
 /// Memstores and their limits.

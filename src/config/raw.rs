@@ -99,6 +99,8 @@ pub struct RawWal {
     pub max_batch: Option<Leaf>,
     pub durability: Option<Leaf>,
     pub fua: Option<Leaf>,
+    pub copies: Option<Leaf>,
+    pub on_device_loss: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

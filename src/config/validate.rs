@@ -11,9 +11,9 @@ use std::str::FromStr;
 
 use super::raw::{Leaf, RawConfig, RawDevice, RawSim};
 use super::{
-    BackendConfig, Config, ConfigError, DeviceConfig, Durability, FlushConfig, IdlePolicy,
-    MemstoreConfig, ReactorsConfig, Role, ServerConfig, SimConfig, SimFaults, SpdkConfig,
-    SpdkEnvConfig, WalConfig, MIN_DATA_BYTES, RESERVED_BYTES,
+    BackendConfig, Config, ConfigError, DeviceConfig, DeviceLoss, Durability, FlushConfig,
+    IdlePolicy, MemstoreConfig, ReactorsConfig, Role, ServerConfig, SimConfig, SimFaults,
+    SpdkConfig, SpdkEnvConfig, WalConfig, MIN_DATA_BYTES, RESERVED_BYTES,
 };
 
 type Result<T> = std::result::Result<T, ConfigError>;
@@ -853,6 +853,31 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
         )
     })?;
     let fua = c.or(&w.fua, true, |l| c.boolean(l, "wal.fua"))?;
+    let copies = c.or(&w.copies, 1, |l| {
+        c.uint(l, "wal.copies", "a number of copies")
+    })?;
+    if copies == 0 || copies > devs.len() {
+        return Err(c.at_opt(
+            w.copies.as_ref(),
+            "wal.copies",
+            format!(
+                "{copies} copies of each batch need as many WAL devices, and the stripe has {}: give at least 1 and at most {}",
+                devs.len(),
+                devs.len()
+            ),
+        ));
+    }
+    let on_device_loss = c.or(&w.on_device_loss, DeviceLoss::Degrade, |l| {
+        c.choice(
+            l,
+            "wal.on-device-loss",
+            "device-loss policy",
+            &[
+                ("degrade", DeviceLoss::Degrade),
+                ("refuse-writes", DeviceLoss::RefuseWrites),
+            ],
+        )
+    })?;
     for name in &devs {
         let dev = devices
             .iter()
@@ -874,6 +899,8 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
         max_batch,
         durability,
         fua,
+        copies,
+        on_device_loss,
     })
 }
 

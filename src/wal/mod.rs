@@ -1,7 +1,9 @@
 //! The write-ahead log, striped over the WAL devices.
 //!
 //! - `format`: segments, batches and records as they lie on a device.
-//! - `commit`: the WAL reactor: group commit, durability, ordered acks.
+//! - `commit`: the WAL reactor: group commit, durability, ordered acks;
+//!   `stripe`: its devices and where a batch goes; `inflight`: a batch's
+//!   copies and how far each has come.
 //! - `segments`: each device's ring of segments, reuse after release.
 //! - `recovery`: reading the longest gap-free prefix back at open.
 //! - `writer`: the handle writers use ([`Wal`]), `ticket`: their acks.
@@ -9,9 +11,11 @@
 mod commit;
 mod error;
 pub mod format;
+mod inflight;
 pub mod recovery;
 mod segments;
 pub mod stats;
+mod stripe;
 mod ticket;
 mod writer;
 

@@ -25,6 +25,9 @@ pub struct WalStats {
     /// Batches written with forced unit access (no flush after them), per
     /// device in stripe order.
     pub device_fua: Vec<Counter>,
+    /// 1 for each device the WAL lost and went on without (degraded), per
+    /// device in stripe order.
+    pub device_lost: Vec<Counter>,
     /// Nanoseconds writers spent waiting for room in the WAL's ring, which
     /// fills when the log is full or the devices fall behind.
     pub writer_wait_ns: AtomicU64,
@@ -58,6 +61,7 @@ impl WalStats {
             device_batches: (0..devices).map(|_| Counter::default()).collect(),
             device_bytes: (0..devices).map(|_| Counter::default()).collect(),
             device_fua: (0..devices).map(|_| Counter::default()).collect(),
+            device_lost: (0..devices).map(|_| Counter::default()).collect(),
             write_latency: (0..=WRITE_LATENCY_BOUNDS_NS.len())
                 .map(|_| Counter::default())
                 .collect(),
@@ -83,6 +87,7 @@ impl WalStats {
             device_batches: self.device_batches.iter().map(Counter::get).collect(),
             device_bytes: self.device_bytes.iter().map(Counter::get).collect(),
             device_fua: self.device_fua.iter().map(Counter::get).collect(),
+            device_lost: self.device_lost.iter().map(Counter::get).collect(),
             writer_wait_ns: self.writer_wait_ns.load(Ordering::Relaxed),
             log_full: self.log_full.get(),
             segments_reclaimed: self.segments_reclaimed.get(),
@@ -107,6 +112,8 @@ pub struct WalStatsSnapshot {
     pub device_batches: Vec<u64>,
     pub device_bytes: Vec<u64>,
     pub device_fua: Vec<u64>,
+    /// 1 for each device lost (degraded mode), in stripe order.
+    pub device_lost: Vec<u64>,
     pub writer_wait_ns: u64,
     pub log_full: u64,
     pub segments_reclaimed: u64,

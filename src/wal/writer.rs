@@ -5,14 +5,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::commit::{Dev, GroupRecord, Msg, Payload, Published, Start, WalWork};
+use super::commit::{GroupRecord, Msg, Payload, Published, Start, WalWork};
 use super::format::{record_len, Geometry, RecordOp, BATCH_HEADER_BYTES};
 use super::recovery::{recover, Recovered, RecoveryOptions, WalDevice};
 use super::segments::Segments;
 use super::stats::{add, WalStats, WalStatsSnapshot};
+use super::stripe::Dev;
 use super::ticket::{Ticket, TicketState};
 use super::{Lsn, WalError};
-use crate::config::{Durability, WalConfig};
+use crate::config::{DeviceLoss, Durability, WalConfig};
 use crate::device::{Device, DeviceError};
 use crate::reactor::{self, CountersSnapshot, Reactor, ReactorConfig, Sender};
 use crate::record::Record;
@@ -34,6 +35,10 @@ pub struct WalOptions {
     pub replay_from: Option<Lsn>,
     /// Truncate the log at a corrupt batch instead of refusing to open.
     pub truncate_corrupt: bool,
+    /// Devices each batch is written to.
+    pub copies: usize,
+    /// What a failed or vanished device does to the WAL.
+    pub on_device_loss: DeviceLoss,
 }
 
 impl WalOptions {
@@ -48,6 +53,8 @@ impl WalOptions {
             ring_capacity: 4096,
             replay_from: None,
             truncate_corrupt: false,
+            copies: cfg.copies,
+            on_device_loss: cfg.on_device_loss,
         }
     }
 }
@@ -88,6 +95,13 @@ impl Wal {
                 )));
             }
         }
+        let copies = opts.copies.max(1);
+        if copies > devices.len() {
+            return Err(WalError::Config(format!(
+                "{copies} copies of each batch need as many WAL devices, and the stripe has {}",
+                devices.len()
+            )));
+        }
         let bs = u64::from(block_size);
         if opts.segment_size < 2 * bs || opts.segment_size % bs != 0 {
             return Err(WalError::Config(format!(
@@ -116,9 +130,16 @@ impl Wal {
             next_lsn: recovered.next_lsn.max(1),
             block_size,
             batch_bytes,
-            buffers: devices.len() * (opts.in_flight_per_device.max(1) + 1) + 2,
-            max_in_flight: opts.in_flight_per_device,
+            // One per write slot and one more per device (to fill while
+            // every slot is busy), two spare, and a reserve for the second
+            // and later copies of each batch in flight.
+            buffers: devices.len() * (opts.in_flight_per_device.max(1) + 1)
+                + 2
+                + (copies - 1) * devices.len() * opts.in_flight_per_device.max(1),
+            max_in_flight: opts.in_flight_per_device.max(1),
             fua: opts.fua,
+            copies,
+            on_device_loss: opts.on_device_loss,
         };
         let logs = recovered.devices.clone();
         let segment_size = opts.segment_size;
@@ -139,7 +160,13 @@ impl Wal {
                             panic!("WAL device {}: cannot open a queue: {e}", d.name)
                         });
                         let header = d.device.alloc_buf(d.device.info().block_size as usize);
-                        Dev::new(queue, d.index, Segments::resume(geo, log), header)
+                        Dev::new(
+                            queue,
+                            d.index,
+                            d.name.clone(),
+                            Segments::resume(geo, log),
+                            header,
+                        )
                     })
                     .collect();
                 WalWork::new(devs, start, |len| alloc_dev.alloc_buf(len), p, s)

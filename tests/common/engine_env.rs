@@ -1,7 +1,7 @@
 //! Engines on simulated devices, for the engine tests and crash checker.
 #![allow(dead_code)]
 
-use stria::config::{Durability, SimConfig};
+use stria::config::{DeviceLoss, Durability, SimConfig};
 use stria::device::sim::SimDevice;
 use stria::engine::{Engine, EngineDevices, EngineOptions, OpenReport};
 use stria::reactor::ReactorConfig;
@@ -127,6 +127,8 @@ pub fn options() -> EngineOptions {
             ring_capacity: 256,
             replay_from: None,
             truncate_corrupt: false,
+            copies: 1,
+            on_device_loss: DeviceLoss::Degrade,
         },
         wal_reactor: ReactorConfig::unpinned("wal"),
         flush_reactors: vec![

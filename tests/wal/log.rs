@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use stria::config::{Durability, SimConfig};
+use stria::config::{DeviceLoss, Durability, SimConfig};
 use stria::device::sim::SimDevice;
 use stria::reactor::ReactorConfig;
 use stria::wal::format::RecordOp;
@@ -32,6 +32,8 @@ fn opts() -> WalOptions {
         ring_capacity: 64,
         replay_from: Some(1),
         truncate_corrupt: false,
+        copies: 1,
+        on_device_loss: DeviceLoss::Degrade,
     }
 }
 

@@ -1,6 +1,6 @@
 //! A small engine on simulated devices for the server's tests.
 
-use crate::config::{Durability, SimConfig};
+use crate::config::{DeviceLoss, Durability, SimConfig};
 use crate::device::sim::SimDevice;
 use crate::device::AnyDevice;
 use crate::engine::{Engine, EngineDevices, EngineOptions};
@@ -82,6 +82,8 @@ pub fn options() -> EngineOptions {
             ring_capacity: 256,
             replay_from: None,
             truncate_corrupt: false,
+            copies: 1,
+            on_device_loss: DeviceLoss::Degrade,
         },
         wal_reactor: ReactorConfig::unpinned("wal"),
         flush_reactors: vec![

@@ -131,6 +131,27 @@ impl BatchBuilder {
         (self.buf, padded)
     }
 
+    /// A second builder over `buf` holding the same records, for another
+    /// copy of the batch (sealed on its own, with its own segment number).
+    ///
+    /// # Panics
+    /// If `buf` is shorter than what this builder holds.
+    pub fn copy_into(&self, mut buf: IoBuf) -> BatchBuilder {
+        assert!(
+            buf.len() >= self.end && buf.len() % self.block_size as usize == 0,
+            "a {}-byte buffer cannot hold a copy of a {}-byte batch",
+            buf.len(),
+            self.end
+        );
+        buf[BATCH_HEADER_BYTES..self.end].copy_from_slice(&self.buf[BATCH_HEADER_BYTES..self.end]);
+        BatchBuilder {
+            buf,
+            block_size: self.block_size,
+            end: self.end,
+            count: self.count,
+        }
+    }
+
     /// Gives the buffer back without sealing (its contents are unspecified).
     pub fn into_buf(self) -> IoBuf {
         self.buf

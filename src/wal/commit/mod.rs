@@ -13,7 +13,8 @@
 //! with the device queue as the leader).
 //!
 //! Striping: a batch goes to the device with a free slot and the fewest
-//! bytes in flight. The open batch is also sealed and queued once it holds
+//! bytes in flight (to `wal.copies` such devices, each copy sealed with
+//! its own segment's number; `stripe.rs`). The open batch is also sealed and queued once it holds
 //! its share of the bytes not yet written (those bytes over every slot of
 //! the stripe, at least 16 KiB), so that a burst spreads over all the
 //! devices. Without that, the appends arriving while every slot is busy
@@ -35,21 +36,33 @@
 //! acknowledged `sync` append (every `write` one, too, after a process
 //! crash).
 //!
-//! A device error fails the WAL: every waiting and later append gets the
-//! error, since what the device holds is no longer known.
+//! A batch is written once every copy is written, durable once every copy
+//! is (`inflight.rs`). A device error fails the WAL (every waiting and
+//! later append gets the error, since what the device holds is no longer
+//! known), unless the batches can go on without that device: with several
+//! copies and `on-device-loss: degrade`, the device is lost instead, its
+//! copies are dropped from the batches in flight (each still has one on a
+//! device that works) and later batches go to the devices left, with as
+//! many copies as there are devices, up to `wal.copies`. With
+//! `refuse-writes`, the WAL fails once fewer devices than `wal.copies` are
+//! left.
+
+mod complete;
+mod submit;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::format::{record_len, BatchBuilder, RecordOp, RecordRef, SegmentHeader};
-use super::segments::Segments;
+use super::format::{record_len, BatchBuilder, RecordOp, RecordRef};
+use super::inflight::{Batch, State};
 use super::stats::WalStats;
+use super::stripe::Dev;
 use super::ticket::TicketState;
 use super::Lsn;
-use crate::config::Durability;
-use crate::device::{Completion, IoBuf, IoKind, Queue, Request, WaitHint};
+use crate::config::{DeviceLoss, Durability};
+use crate::device::{IoBuf, Queue, WaitHint};
 use crate::reactor::{Progress, Work};
 use crate::record::Record;
 
@@ -137,59 +150,6 @@ pub(crate) struct Published {
     pub no_release: std::sync::OnceLock<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Writing,
-    Written,
-    Durable,
-}
-
-#[derive(Debug)]
-struct Batch {
-    id: u64,
-    last: Lsn,
-    state: State,
-    /// Written with forced unit access: durable when the write completes.
-    fua: bool,
-    /// When its write was submitted.
-    sent: Instant,
-}
-
-/// One device of the stripe, as the reactor sees it.
-pub(crate) struct Dev<Q> {
-    pub queue: Q,
-    pub index: u32,
-    pub segments: Segments,
-    pub volatile: bool,
-    header: Option<IoBuf>,
-    in_flight: usize,
-    /// Bytes of the batches in flight.
-    in_flight_bytes: usize,
-    /// Batches whose write completed and that no flush covers yet.
-    unflushed: Vec<u64>,
-    /// The batches the flush in flight covers.
-    flushing: Option<Vec<u64>>,
-    done: Vec<Completion>,
-}
-
-impl<Q: Queue> Dev<Q> {
-    pub fn new(queue: Q, index: u32, segments: Segments, header: IoBuf) -> Dev<Q> {
-        let volatile = queue.info().volatile_cache;
-        Dev {
-            queue,
-            index,
-            segments,
-            volatile,
-            header: Some(header),
-            in_flight: 0,
-            in_flight_bytes: 0,
-            unflushed: Vec::new(),
-            flushing: None,
-            done: Vec::new(),
-        }
-    }
-}
-
 /// The WAL reactor's state.
 pub(crate) struct WalWork<Q: Queue> {
     devs: Vec<Dev<Q>>,
@@ -198,7 +158,12 @@ pub(crate) struct WalWork<Q: Queue> {
     block_size: u32,
     max_in_flight: usize,
     fua: bool,
+    /// Devices each batch is written to, and what a lost device does.
+    copies: usize,
+    on_device_loss: DeviceLoss,
     rr: usize,
+    /// Free batch buffers; the last [`WalWork::reserve`] of them only for
+    /// second and later copies.
     pool: Vec<IoBuf>,
     /// The batch being filled, and its first LSN.
     open: Option<(BatchBuilder, Lsn)>,
@@ -230,6 +195,8 @@ pub(crate) struct Start {
     pub buffers: usize,
     pub max_in_flight: usize,
     pub fua: bool,
+    pub copies: usize,
+    pub on_device_loss: DeviceLoss,
 }
 
 impl<Q: Queue> WalWork<Q> {
@@ -250,6 +217,8 @@ impl<Q: Queue> WalWork<Q> {
             block_size: start.block_size,
             max_in_flight: start.max_in_flight.max(1),
             fua: start.fua,
+            copies: start.copies.max(1),
+            on_device_loss: start.on_device_loss,
             rr: 0,
             pool: (0..start.buffers)
                 .map(|_| alloc(start.batch_bytes))
@@ -298,9 +267,10 @@ impl<Q: Queue> WalWork<Q> {
             if !fits {
                 self.seal_open();
                 if self.open.is_none() {
-                    let Some(buf) = self.pool.pop() else {
+                    if self.pool.len() <= self.reserve() {
                         return Err(msg);
-                    };
+                    }
+                    let buf = self.pool.pop().expect("more buffers than the reserve");
                     self.open = Some((BatchBuilder::new(buf, self.block_size), self.next_lsn));
                 }
             }
@@ -395,17 +365,40 @@ impl<Q: Queue> WalWork<Q> {
             return;
         };
         let open = builder.payload_len();
-        if open >= STRIPE_UNIT
-            && self.ready.len() < self.devs.len() * self.max_in_flight
-            && open >= self.stripe_unit(open)
+        if open >= STRIPE_UNIT && self.ready.len() < self.slots() && open >= self.stripe_unit(open)
         {
             self.seal_open();
         }
     }
 
+    /// Devices the WAL still uses.
+    fn live(&self) -> usize {
+        self.devs.iter().filter(|d| d.lost.is_none()).count()
+    }
+
+    /// Copies of the next batch: `wal.copies`, or as many devices as are
+    /// left once some are lost.
+    fn want(&self) -> usize {
+        self.copies.min(self.live()).max(1)
+    }
+
+    /// Batches the stripe can have in flight at once.
+    fn slots(&self) -> usize {
+        (self.live() * self.max_in_flight / self.want()).max(1)
+    }
+
+    /// Pool buffers kept for second and later copies: one for each write
+    /// slot that can hold one. The pool holds that many more than one copy
+    /// needs, and an append never takes them, so a batch that has its
+    /// devices always has its copies' buffers.
+    fn reserve(&self) -> usize {
+        (self.copies - 1) * self.devs.len() * self.max_in_flight
+    }
+
     /// How large the open batch grows before it is sealed and queued: the
     /// bytes not yet written (in flight, queued and open) shared evenly over
-    /// every batch slot of the stripe, and at least [`STRIPE_UNIT`].
+    /// every batch slot of the stripe (a batch of N copies takes N), and at
+    /// least [`STRIPE_UNIT`].
     fn stripe_unit(&self, open: usize) -> usize {
         let bytes: usize = self.devs.iter().map(|d| d.in_flight_bytes).sum::<usize>()
             + self
@@ -414,80 +407,7 @@ impl<Q: Queue> WalWork<Q> {
                 .map(|(b, _, _)| b.payload_len())
                 .sum::<usize>()
             + open;
-        (bytes / (self.devs.len() * self.max_in_flight)).max(STRIPE_UNIT)
-    }
-
-    /// Fails the WAL: every waiter now and every append later.
-    fn fail(&mut self, why: String) {
-        if self.failed.is_some() {
-            return;
-        }
-        tracing::error!("WAL failed: {why}");
-        for (_, t) in self
-            .write_waiters
-            .drain(..)
-            .chain(self.sync_waiters.drain(..))
-        {
-            t.fail(&why);
-        }
-        self.failed = Some(why);
-    }
-
-    fn reap(&mut self) -> usize {
-        let mut n = 0;
-        for d in 0..self.devs.len() {
-            let mut done = std::mem::take(&mut self.devs[d].done);
-            self.devs[d].queue.poll(&mut done);
-            n += done.len();
-            for c in done.drain(..) {
-                self.completed(d, c);
-            }
-            self.devs[d].done = done;
-        }
-        n
-    }
-
-    fn completed(&mut self, d: usize, c: Completion) {
-        if let Err(e) = &c.result {
-            let why = e.to_string();
-            self.fail(why);
-        }
-        let dev = &mut self.devs[d];
-        match c.kind {
-            IoKind::Flush => {
-                let covered = dev.flushing.take().unwrap_or_default();
-                if c.result.is_ok() {
-                    for id in covered {
-                        self.set_state(id, State::Durable);
-                    }
-                }
-            }
-            _ => {
-                dev.in_flight -= 1;
-                let mut bufs = c.bufs;
-                let mut batch_buf = bufs.pop().expect("the batch buffer comes back");
-                dev.in_flight_bytes -= batch_buf.len();
-                if let Some(h) = bufs.pop() {
-                    dev.header = Some(h);
-                }
-                batch_buf.restore_len();
-                self.pool.push(batch_buf);
-                if let Some(i) = self.batch_index(c.tag) {
-                    let ns = self.batches[i].sent.elapsed().as_nanos();
-                    self.stats
-                        .batch_written(u64::try_from(ns).unwrap_or(u64::MAX));
-                }
-                if c.result.is_ok() {
-                    let volatile = self.devs[d].volatile && !self.is_fua(c.tag);
-                    if volatile {
-                        self.devs[d].unflushed.push(c.tag);
-                        self.set_state(c.tag, State::Written);
-                    } else {
-                        self.set_state(c.tag, State::Durable);
-                    }
-                }
-            }
-        }
+        (bytes / self.slots()).max(STRIPE_UNIT)
     }
 
     /// Moves the open batch, if it holds anything, to the end of `ready`.
@@ -502,14 +422,10 @@ impl<Q: Queue> WalWork<Q> {
     }
 
     /// Where batch `id` is in `batches` (ids are consecutive from the front).
-    fn batch_index(&self, id: u64) -> Option<usize> {
+    pub(super) fn batch_index(&self, id: u64) -> Option<usize> {
         let front = self.batches.front()?.id;
         let i = usize::try_from(id.checked_sub(front)?).ok()?;
         (i < self.batches.len()).then_some(i)
-    }
-
-    fn is_fua(&self, id: u64) -> bool {
-        self.batch_index(id).is_some_and(|i| self.batches[i].fua)
     }
 
     /// Whether a `sync` append (or barrier) waits on an LSN in `first..=last`.
@@ -520,161 +436,11 @@ impl<Q: Queue> WalWork<Q> {
             .is_some_and(|(lsn, _)| *lsn <= last)
     }
 
-    fn set_state(&mut self, id: u64, state: State) {
-        if let Some(i) = self.batch_index(id) {
-            debug_assert_eq!(self.batches[i].id, id);
-            self.batches[i].state = state;
-        }
-    }
-
-    /// Seals and writes batches while devices have room.
-    fn submit(&mut self) -> usize {
-        let mut n = 0;
-        loop {
-            if self.failed.is_some() {
-                return n;
-            }
-            if self.ready.is_empty() {
-                self.seal_open();
-            }
-            let Some((builder, _, last)) = self.ready.front() else {
-                return n;
-            };
-            let blocks = (builder.padded_len() / self.block_size as usize) as u64;
-            let last = *last;
-            // The device with a free batch slot and room that has the
-            // fewest bytes in flight (so the soonest free transfer link),
-            // round-robin among equals.
-            let count = self.devs.len();
-            let mut best: Option<usize> = None;
-            let mut any_free = false;
-            for k in 0..count {
-                let d = (self.rr + k) % count;
-                let dev = &self.devs[d];
-                if dev.in_flight >= self.max_in_flight {
-                    continue;
-                }
-                any_free = true;
-                if best.is_none_or(|b| dev.in_flight_bytes < self.devs[b].in_flight_bytes)
-                    && dev.segments.fits(blocks)
-                {
-                    best = Some(d);
-                }
-            }
-            let placed = best.map(|d| {
-                let p = self.devs[d].segments.place(blocks, last);
-                (d, p.expect("the segment ring has room"))
-            });
-            let Some((d, p)) = placed else {
-                if any_free && self.log_full_since.is_none() {
-                    self.log_full_since = Some(Instant::now());
-                    self.published.log_full.store(true, Ordering::SeqCst);
-                    self.stats.log_full.add(1);
-                }
-                if any_free {
-                    if let Some(why) = self.published.no_release.get() {
-                        let why = format!("the log is full and will not be released: {why}");
-                        self.fail(why);
-                    }
-                }
-                return n;
-            };
-            if self.log_full_since.take().is_some() {
-                self.published.log_full.store(false, Ordering::SeqCst);
-            }
-            if p.new_segment.is_some() {
-                self.publish_usage();
-            }
-            self.rr = (d + 1) % count;
-            let (builder, first, last) = self.ready.pop_front().expect("front exists");
-            let fua = self.fua && self.devs[d].volatile && self.sync_waits_in(first, last);
-            let records = u64::from(builder.count());
-            let (buf, len) = builder.seal(first, p.seq, self.sync_lsn, self.epoch);
-            let id = self.next_batch;
-            self.next_batch += 1;
-            let dev = &mut self.devs[d];
-            let req = match p.new_segment {
-                Some((_, seq)) => {
-                    let mut header = dev.header.take().expect("one header write at a time");
-                    SegmentHeader {
-                        device_index: dev.index,
-                        appliance_id: self.appliance_id,
-                        seq,
-                        epoch: self.epoch,
-                        first_lsn: first,
-                        released: self.released,
-                    }
-                    .encode(&mut header);
-                    (p.lba - 1, vec![header, buf])
-                }
-                None => (p.lba, vec![buf]),
-            };
-            let req = if fua {
-                Request::write_fua(id, req.0, req.1)
-            } else {
-                Request::write(id, req.0, req.1)
-            };
-            if let Err(rejected) = dev.queue.submit(req) {
-                let why = rejected.error.to_string();
-                self.fail(why);
-                return n;
-            }
-            dev.in_flight += 1;
-            dev.in_flight_bytes += len;
-            self.batches.push_back(Batch {
-                id,
-                last,
-                state: State::Writing,
-                fua,
-                sent: Instant::now(),
-            });
-            self.stats.batches.add(1);
-            self.stats.records.add(records);
-            self.stats.bytes.add(len as u64);
-            self.stats.device_batches[d].add(1);
-            self.stats.device_bytes[d].add(len as u64);
-            if fua {
-                self.stats.device_fua[d].add(1);
-            }
-            n += 1;
-        }
-    }
-
-    /// Flushes the devices holding written batches while a `sync` append
-    /// waits for them, or while the log is full: then nothing else can be
-    /// written, and the engine waits for what is written to be durable
-    /// before it records a flush that lets the log be reclaimed.
-    fn flush(&mut self) -> usize {
-        let sync_waits = self
-            .sync_waiters
-            .front()
-            .is_some_and(|&(want, _)| want > self.sync_lsn);
-        if !(sync_waits || self.log_full_since.is_some()) || self.failed.is_some() {
-            return 0;
-        }
-        let mut n = 0;
-        for d in 0..self.devs.len() {
-            let dev = &mut self.devs[d];
-            if dev.flushing.is_some() || dev.unflushed.is_empty() {
-                continue;
-            }
-            if let Err(rejected) = dev.queue.submit(Request::flush(FLUSH_TAG)) {
-                let why = rejected.error.to_string();
-                self.fail(why);
-                return n;
-            }
-            dev.flushing = Some(std::mem::take(&mut dev.unflushed));
-            self.stats.flushes[d].add(1);
-            n += 1;
-        }
-        n
-    }
-
     /// Advances the watermarks and acknowledges whoever they now cover.
     fn acknowledge(&mut self) -> usize {
         let (written, synced) = (self.write_lsn, self.sync_lsn);
         while let Some(b) = self.batches.front() {
-            if b.state != State::Durable {
+            if b.state() != State::Durable {
                 break;
             }
             self.sync_lsn = b.last;
@@ -682,7 +448,7 @@ impl<Q: Queue> WalWork<Q> {
         }
         self.write_lsn = self.write_lsn.max(self.sync_lsn);
         for b in &self.batches {
-            if b.state == State::Writing {
+            if b.state() == State::Writing {
                 break;
             }
             self.write_lsn = b.last;

@@ -1,0 +1,141 @@
+//! What the devices report back: completed writes and flushes move the
+//! copies of batches on; an error fails the WAL or, where the batches can
+//! go on without it, loses the device.
+
+use super::WalWork;
+use crate::config::DeviceLoss;
+use crate::device::{Completion, IoKind, Queue};
+use crate::wal::inflight::State;
+
+impl<Q: Queue> WalWork<Q> {
+    /// Fails the WAL: every waiter now and every append later.
+    pub(super) fn fail(&mut self, why: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        tracing::error!("WAL failed: {why}");
+        for (_, t) in self
+            .write_waiters
+            .drain(..)
+            .chain(self.sync_waiters.drain(..))
+        {
+            t.fail(&why);
+        }
+        self.failed = Some(why);
+    }
+
+    /// Device `d` failed a request (an I/O error, a failed flush, a refused
+    /// submission, or it vanished). What it holds is no longer known, so
+    /// the WAL either fails, or goes on without it when every batch in
+    /// flight has a copy elsewhere and the policy allows
+    /// ([`DeviceLoss`]).
+    pub(super) fn device_failed(&mut self, d: usize, why: String) {
+        if self.failed.is_some() || self.devs[d].lost.is_some() {
+            return;
+        }
+        let name = self.devs[d].name.clone();
+        let left = self.live() - 1;
+        let refuse = self.on_device_loss == DeviceLoss::RefuseWrites && left < self.copies;
+        if self.copies == 1 || left == 0 || refuse {
+            let policy = if refuse {
+                " (on-device-loss: refuse-writes)"
+            } else {
+                ""
+            };
+            self.fail(format!("WAL device {name}: {why}{policy}"));
+            return;
+        }
+        // Every batch not yet acknowledged at every level must keep a copy
+        // on a device that works; one whose only copy is here fails the WAL.
+        if let Some(b) = self
+            .batches
+            .iter()
+            .find(|b| b.copies.iter().all(|&(c, _)| c == d))
+        {
+            let last = b.last;
+            self.fail(format!(
+                "WAL device {name}: {why}; the batch ending at LSN {last} has no other copy"
+            ));
+            return;
+        }
+        for b in &mut self.batches {
+            b.drop_copy(d);
+        }
+        let dev = &mut self.devs[d];
+        dev.unflushed.clear();
+        dev.flushing = None;
+        dev.lost = Some(why.clone());
+        self.stats.device_lost[d].add(1);
+        let want = self.want();
+        tracing::error!(
+            "WAL device {name} lost: {why}; going on DEGRADED with {left} of {} devices and {want} of {} copies of each batch until it is replaced",
+            self.devs.len(),
+            self.copies
+        );
+    }
+
+    pub(super) fn reap(&mut self) -> usize {
+        let mut n = 0;
+        for d in 0..self.devs.len() {
+            let mut done = std::mem::take(&mut self.devs[d].done);
+            self.devs[d].queue.poll(&mut done);
+            n += done.len();
+            for c in done.drain(..) {
+                self.completed(d, c);
+            }
+            self.devs[d].done = done;
+        }
+        n
+    }
+
+    fn completed(&mut self, d: usize, c: Completion) {
+        if let Err(e) = &c.result {
+            self.device_failed(d, e.to_string());
+        }
+        let ok = c.result.is_ok() && self.devs[d].lost.is_none();
+        let dev = &mut self.devs[d];
+        match c.kind {
+            IoKind::Flush => {
+                let covered = dev.flushing.take().unwrap_or_default();
+                if ok {
+                    for id in covered {
+                        self.set_state(id, d, State::Durable);
+                    }
+                }
+            }
+            _ => {
+                dev.in_flight -= 1;
+                let mut bufs = c.bufs;
+                let mut batch_buf = bufs.pop().expect("the batch buffer comes back");
+                dev.in_flight_bytes -= batch_buf.len();
+                if let Some(h) = bufs.pop() {
+                    dev.header = Some(h);
+                }
+                batch_buf.restore_len();
+                self.pool.push(batch_buf);
+                if let Some(i) = self.batch_index(c.tag) {
+                    let ns = self.batches[i].sent.elapsed().as_nanos();
+                    self.stats
+                        .batch_written(u64::try_from(ns).unwrap_or(u64::MAX));
+                }
+                if ok {
+                    let fua = self.batch_index(c.tag).is_some_and(|i| self.batches[i].fua);
+                    if self.devs[d].volatile && !fua {
+                        self.devs[d].unflushed.push(c.tag);
+                        self.set_state(c.tag, d, State::Written);
+                    } else {
+                        self.set_state(c.tag, d, State::Durable);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves the copy of batch `id` on device `d` to `state`.
+    fn set_state(&mut self, id: u64, d: usize, state: State) {
+        if let Some(i) = self.batch_index(id) {
+            debug_assert_eq!(self.batches[i].id, id);
+            self.batches[i].set(d, state);
+        }
+    }
+}
