@@ -80,6 +80,7 @@ mod with_spdk {
             segment_size: o.segment_size,
             max_batch: o.max_batch,
             appliance_id: o.appliance_id,
+            copies: o.copies,
         }
     }
 

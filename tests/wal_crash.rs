@@ -11,6 +11,12 @@
 //!     below the end, nothing invented;
 //! (c) every record is byte-identical to what its writer appended.
 //!
+//! Half the seeds with several devices write each batch to two of them
+//! (`copies: 2`), and half of those lose a device at a random request (it
+//! vanishes, as a pulled drive, and stays gone after the crash): the WAL
+//! goes on degraded, and recovery reads the copies on the devices left, so
+//! (a) to (c) hold all the same.
+//!
 //! `cargo test --test wal_crash` runs 300 seeds of each; the soak,
 //! `cargo test --release --test wal_crash -- --ignored`, runs 5,000. A
 //! failing seed is printed; `STRIA_SEED=n` replays one.
@@ -35,10 +41,11 @@ use wal_check::{check, run_seeds, writer, Ack, Crash, Seen};
 const SEGMENT: u64 = 256 << 10;
 const MAX_BATCH: u64 = 32 << 10;
 
-fn devices(rng: &mut ChaCha8Rng, n: usize) -> Vec<SimDevice> {
+/// `n` devices; `vanish`: the one that vanishes, at which request.
+fn devices(rng: &mut ChaCha8Rng, n: usize, vanish: Option<(usize, u64)>) -> Vec<SimDevice> {
     (0..n)
         .map(|i| {
-            let model = SimConfig {
+            let mut model = SimConfig {
                 write_us: rng.random_range(0..30),
                 read_us: 0,
                 flush_us: rng.random_range(0..60),
@@ -47,6 +54,9 @@ fn devices(rng: &mut ChaCha8Rng, n: usize) -> Vec<SimDevice> {
                 seed: rng.random(),
                 ..SimConfig::default()
             };
+            if let Some((_, at)) = vanish.filter(|&(d, _)| d == i) {
+                model.faults.vanish_at_op = Some(at);
+            }
             // 1 MiB reserved + 92 segments of 256 KiB: more than the most
             // the writers can append (1,600 batches of at most 2 blocks),
             // so the log never fills (nothing releases it here).
@@ -75,10 +85,17 @@ fn opts(seed: u64) -> WalOptions {
 fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let count = rng.random_range(1..=3);
-    let devs = devices(&mut rng, count);
+    let copies = if count > 1 && rng.random_bool(0.5) { 2 } else { 1 };
+    let vanish = (copies == 2 && rng.random_bool(0.5))
+        .then(|| (rng.random_range(0..count), rng.random_range(0..300u64)));
+    let devs = devices(&mut rng, count, vanish);
+    let o = WalOptions {
+        copies,
+        ..opts(seed)
+    };
     let (wal, recovered) = Wal::open(
         WalDevice::stripe(&devs),
-        &opts(seed),
+        &o,
         ReactorConfig::unpinned("wal"),
     )
     .map_err(|e| format!("open: {e}"))?;
@@ -126,7 +143,6 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     }
     drop(wal);
 
-    let o = opts(seed);
     let got = recover(
         &WalDevice::stripe(&rebooted),
         &stria::wal::recovery::RecoveryOptions {
@@ -135,6 +151,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
             segment_size: o.segment_size,
             max_batch: o.max_batch,
             appliance_id: o.appliance_id,
+            copies: o.copies,
         },
     )
     .map_err(|e| format!("recovery refused: {e}"))?;
@@ -156,6 +173,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
             segment_size: o.segment_size,
             max_batch: o.max_batch,
             appliance_id: o.appliance_id,
+            copies: o.copies,
         },
     )
     .map_err(|e| format!("second recovery refused: {e}"))?;

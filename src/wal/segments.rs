@@ -153,6 +153,7 @@ mod tests {
                 next_seq: 1,
                 next_segment: 0,
                 live: Vec::new(),
+                lost: None,
             },
         )
     }

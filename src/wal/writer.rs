@@ -120,10 +120,16 @@ impl Wal {
                 segment_size: opts.segment_size,
                 max_batch: opts.max_batch,
                 appliance_id: opts.appliance_id,
+                copies,
             },
         )?;
         let published = Arc::new(Published::default());
         let stats = Arc::new(WalStats::new(devices.len()));
+        for (d, log) in recovered.devices.iter().enumerate() {
+            if log.lost.is_some() {
+                stats.device_lost[d].add(1);
+            }
+        }
         let start = Start {
             appliance_id: opts.appliance_id,
             epoch: recovered.epoch + 1,
@@ -160,13 +166,15 @@ impl Wal {
                             panic!("WAL device {}: cannot open a queue: {e}", d.name)
                         });
                         let header = d.device.alloc_buf(d.device.info().block_size as usize);
-                        Dev::new(
+                        let mut dev = Dev::new(
                             queue,
                             d.index,
                             d.name.clone(),
                             Segments::resume(geo, log),
                             header,
-                        )
+                        );
+                        dev.lost = log.lost.clone();
+                        dev
                     })
                     .collect();
                 WalWork::new(devs, start, |len| alloc_dev.alloc_buf(len), p, s)

@@ -4,6 +4,7 @@
 //! back-pressure and failures (`log`). Crash safety under the real WAL is
 //! in `wal_crash.rs`.
 
+mod copies;
 mod log;
 mod power_cut;
 mod scenarios;

@@ -19,7 +19,9 @@
 //!    device, segment and byte offset ([`RecoveryError::Corrupt`],
 //!    [`RecoveryError::Missing`]), or with `truncate_corrupt` a prefix that
 //!    ends there ([`PrefixEnd::Truncated`]).
-//! 4. **Tail truncation** (`tail.rs`): every batch beyond the prefix has its
+//! 4. **Repair** (`repair.rs`): a damaged copy of a batch of the prefix
+//!    (`wal.copies` above one) is rewritten from its good copy.
+//! 5. **Tail truncation** (`tail.rs`): every batch beyond the prefix has its
 //!    first block zeroed and every device is flushed, so that the writer can
 //!    reuse those LSNs and a second recovery finds the same prefix.
 //!
@@ -35,6 +37,7 @@
 
 mod prefix;
 mod read;
+mod repair;
 mod report;
 mod scan;
 mod tail;
@@ -85,6 +88,10 @@ pub struct RecoveryOptions {
     pub max_batch: u64,
     /// The appliance the devices must belong to.
     pub appliance_id: u128,
+    /// Devices each batch was written to (`wal.copies`): up to one fewer
+    /// devices may fail to read, and recovery goes on from the others
+    /// (saying which were lost).
+    pub copies: usize,
 }
 
 /// What recovery found.
@@ -114,6 +121,10 @@ pub struct DeviceLog {
     pub next_segment: u64,
     /// Segments holding batches of the prefix, by seq.
     pub live: Vec<LiveSegment>,
+    /// Why the device could not be read, if it could not: the log was
+    /// recovered from the copies on the others, and the writer goes on
+    /// without it (degraded).
+    pub lost: Option<String>,
 }
 
 /// A segment still needed: it holds batches of the prefix.
@@ -139,6 +150,9 @@ pub struct RecoveryReport {
     pub dropped_records: u64,
     /// Batches beyond the prefix (good or bad) made unreadable.
     pub zeroed_batches: u64,
+    /// Damaged copies of batches of the prefix, rewritten from a good copy
+    /// on another device (`wal.copies`).
+    pub repaired_batches: u64,
     /// Valid segments scanned, and bytes read doing it.
     pub segments: u64,
     pub bytes_read: u64,
@@ -212,8 +226,14 @@ pub fn recover<D: Device>(
     opts: &RecoveryOptions,
 ) -> Result<Recovered, RecoveryError> {
     let started = Instant::now();
-    let (scans, mut found, plan) = scan_and_plan(devices, opts)?;
-    tail::truncate_and_flush(devices, &found, &plan.beyond)?;
+    let Scanned {
+        scans,
+        mut found,
+        plan,
+        lost,
+    } = scan_and_plan(devices, opts)?;
+    let repaired = repair::rewrite_bad_copies(devices, &found, &plan.repair)?;
+    tail::truncate_and_flush(devices, &found, &plan.beyond, &lost)?;
 
     let epoch = scans
         .iter()
@@ -224,7 +244,10 @@ pub fn recover<D: Device>(
     let logs = devices
         .iter()
         .enumerate()
-        .map(|(dev, wd)| device_log(dev, wd.index, &scans[dev], &found, &plan.taken))
+        .map(|(dev, wd)| DeviceLog {
+            lost: lost[dev].clone(),
+            ..device_log(dev, wd.index, &scans[dev], &found, &plan.copies)
+        })
         .collect();
     let bytes = plan.taken.iter().map(|&i| found[i].len).sum();
     let mut records = Vec::new();
@@ -242,6 +265,7 @@ pub fn recover<D: Device>(
         dropped_batches: plan.dropped_batches,
         dropped_records: plan.dropped_records,
         zeroed_batches: plan.beyond.len() as u64,
+        repaired_batches: repaired,
         segments: scans.iter().map(|s| s.segments.len() as u64).sum(),
         bytes_read: scans.iter().map(|s| s.bytes_read).sum(),
     };
@@ -273,7 +297,7 @@ pub fn survey<D: Device>(
     devices: &[WalDevice<D>],
     opts: &RecoveryOptions,
 ) -> Result<Survey, RecoveryError> {
-    let (_, found, plan) = scan_and_plan(devices, opts)?;
+    let Scanned { found, plan, .. } = scan_and_plan(devices, opts)?;
     let records = plan
         .taken
         .iter()
@@ -287,12 +311,23 @@ pub fn survey<D: Device>(
     })
 }
 
+/// What the scan found on every device, and the plan of the prefix.
+struct Scanned {
+    scans: Vec<scan::DeviceScan>,
+    found: Vec<scan::Found>,
+    plan: prefix::Plan,
+    /// Per device, why it could not be read (lost), if it could not.
+    lost: Vec<Option<String>>,
+}
+
 /// Scans every device at once, one thread each, and plans the prefix.
+/// With `copies` above one, up to `copies - 1` devices that fail to read
+/// are lost instead of failing recovery: every batch has a copy elsewhere.
 fn scan_and_plan<D: Device>(
     devices: &[WalDevice<D>],
     opts: &RecoveryOptions,
-) -> Result<(Vec<scan::DeviceScan>, Vec<scan::Found>, prefix::Plan), RecoveryError> {
-    let mut scans = std::thread::scope(|s| {
+) -> Result<Scanned, RecoveryError> {
+    let results = std::thread::scope(|s| {
         let handles: Vec<_> = devices
             .iter()
             .enumerate()
@@ -301,28 +336,57 @@ fn scan_and_plan<D: Device>(
         handles
             .into_iter()
             .map(|h| h.join().expect("a WAL scan thread panicked"))
-            .collect::<Result<Vec<_>, _>>()
-    })?;
+            .collect::<Vec<_>>()
+    });
+    let failed = results
+        .iter()
+        .filter(|r| matches!(r, Err(RecoveryError::Device(_))))
+        .count();
+    let mut scans = Vec::with_capacity(devices.len());
+    let mut lost = Vec::with_capacity(devices.len());
+    for (r, wd) in results.into_iter().zip(devices) {
+        match r {
+            Ok(scan) => {
+                scans.push(scan);
+                lost.push(None);
+            }
+            Err(RecoveryError::Device(e)) if failed < opts.copies.max(1) => {
+                tracing::error!(
+                    "WAL device {} cannot be read ({e}): recovering the log from the copies on the other devices, and going on DEGRADED without it",
+                    wd.name
+                );
+                scans.push(scan::DeviceScan::empty(wd, opts));
+                lost.push(Some(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let mut found: Vec<scan::Found> = Vec::new();
     for s in &mut scans {
         found.append(&mut s.batches);
     }
     let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
     let plan = prefix::plan(&found, &scans, &names, opts)?;
-    Ok((scans, found, plan))
+    Ok(Scanned {
+        scans,
+        found,
+        plan,
+        lost,
+    })
 }
 
-/// Where the writer goes on, on the device at position `dev`.
+/// Where the writer goes on, on the device at position `dev`: the
+/// segments holding any copy of the prefix stay live.
 fn device_log(
     dev: usize,
     index: u32,
     scan: &scan::DeviceScan,
     found: &[scan::Found],
-    taken: &[usize],
+    copies: &[usize],
 ) -> DeviceLog {
     let newest = scan.segments.iter().max_by_key(|s| s.header.seq);
     let mut live: Vec<LiveSegment> = Vec::new();
-    for f in taken.iter().map(|&i| &found[i]).filter(|f| f.dev == dev) {
+    for f in copies.iter().map(|&i| &found[i]).filter(|f| f.dev == dev) {
         match live.iter_mut().find(|l| l.segment == f.segment) {
             Some(l) => l.last_lsn = l.last_lsn.max(f.last_lsn()),
             None => live.push(LiveSegment {
@@ -338,5 +402,6 @@ fn device_log(
         next_seq: newest.map_or(1, |s| s.header.seq + 1),
         next_segment: newest.map_or(0, |s| (s.index + 1) % scan.geometry.segments),
         live,
+        lost: None,
     }
 }

@@ -1,18 +1,24 @@
 //! Steps 2 and 3 of recovery: the gap-free prefix, and what its end means.
 //!
-//! Batches are ordered by first LSN. When two batches start at the same LSN
-//! (possible only if an earlier recovery's tail truncation did not reach the
-//! device), the one of the higher epoch wins, then the higher segment seq:
-//! it was written later, by a writer that had already recovered past the
-//! other. The walk starts at the batch covering the replay point and then
-//! takes, at each step, the batch starting exactly at the next expected LSN.
-//! It stops at a gap, at a bad batch or at the end.
+//! Batches are ordered by first LSN. Copies of one batch (`wal.copies`)
+//! start at the same LSN in the same epoch, one per device. Batches of
+//! different writers can start at the same LSN only if an earlier
+//! recovery's tail truncation did not reach a device: the higher epoch
+//! wins, then on one device the higher segment seq, since it was written
+//! later, by a writer that had already recovered past the other. Of the
+//! copies that win, a good one is taken; a bad copy beside it is damage the
+//! other copy repairs (in the manner of protocol-aware recovery: a
+//! corrupted batch that has an intact copy is not the end of the log). The
+//! walk starts at the batch covering the replay point and then takes, at
+//! each step, the batch starting exactly at the next expected LSN. It stops
+//! at a gap, at a batch with no good copy, or at the end.
 //!
 //! Then the evidence: every good batch carries the durable LSN its writer
 //! knew. If any of them says the first LSN not recovered was durable, the
 //! log lost acknowledged data and recovery refuses to go on, unless the
 //! operator asked to truncate. Otherwise the end is an ordinary crash tail.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use super::scan::{DeviceScan, Found};
@@ -23,6 +29,11 @@ use crate::wal::Lsn;
 pub(super) struct Plan {
     /// Indices of the prefix's batches, in LSN order.
     pub taken: Vec<usize>,
+    /// Indices of every copy of the prefix's batches, taken ones included:
+    /// their segments stay live.
+    pub copies: Vec<usize>,
+    /// Bad copies of taken batches, each with the good copy taken.
+    pub repair: Vec<(usize, usize)>,
     /// The first LSN replayed.
     pub start: Lsn,
     /// The first LSN not recovered.
@@ -46,13 +57,16 @@ pub(super) fn plan(
     names: &[&str],
     opts: &RecoveryOptions,
 ) -> Result<Plan, RecoveryError> {
-    let mut by_first: BTreeMap<Lsn, usize> = BTreeMap::new();
+    let mut by_first: BTreeMap<Lsn, Vec<usize>> = BTreeMap::new();
     for (i, f) in found.iter().enumerate() {
-        let slot = by_first.entry(f.first_lsn).or_insert(i);
-        let best = &found[*slot];
-        if (f.epoch, f.seq) > (best.epoch, best.seq) {
-            *slot = i;
-        }
+        by_first.entry(f.first_lsn).or_default().push(i);
+    }
+    for group in by_first.values_mut() {
+        let epoch = group.iter().map(|&i| found[i].epoch).max();
+        group.retain(|&i| Some(found[i].epoch) == epoch);
+        group.sort_by_key(|&i| (found[i].dev, Reverse(found[i].seq)));
+        group.dedup_by_key(|i| found[*i].dev);
+        group.sort_by_key(|&i| !found[i].is_good()); // stable: good copies first
     }
     // Without a replay point from the caller, start after the newest
     // release any segment header records: segments of LSNs below it may
@@ -76,10 +90,10 @@ pub(super) fn plan(
             by_first
                 .range(..=expected)
                 .next_back()
-                .map(|(_, &i)| i)
+                .map(|(_, g)| g[0])
                 .filter(|&i| found[i].last_lsn() >= expected)
         } else {
-            by_first.get(&expected).copied()
+            by_first.get(&expected).map(|g| g[0])
         };
         let Some(i) = candidate else { break };
         if !found[i].is_good() {
@@ -91,9 +105,19 @@ pub(super) fn plan(
     }
     let next_lsn = expected;
 
+    let mut copies = Vec::new();
+    let mut repair = Vec::new();
+    for &i in &taken {
+        for &c in &by_first[&found[i].first_lsn] {
+            copies.push(c);
+            if !found[c].is_good() {
+                repair.push((c, i));
+            }
+        }
+    }
     let is_taken = {
         let mut t = vec![false; found.len()];
-        taken.iter().for_each(|&i| t[i] = true);
+        copies.iter().for_each(|&i| t[i] = true);
         t
     };
     let beyond: Vec<usize> = (0..found.len())
@@ -167,6 +191,8 @@ pub(super) fn plan(
 
     Ok(Plan {
         taken,
+        copies,
+        repair,
         start,
         next_lsn,
         end,

@@ -59,6 +59,13 @@ impl fmt::Display for RecoveryReport {
                 self.dropped_records, self.dropped_batches, self.zeroed_batches
             )?;
         }
+        if self.repaired_batches > 0 {
+            write!(
+                f,
+                "; {} damaged batch copies rewritten from their good copies",
+                self.repaired_batches
+            )?;
+        }
         Ok(())
     }
 }

@@ -66,6 +66,18 @@ pub(super) struct DeviceScan {
     pub bytes_read: u64,
 }
 
+impl DeviceScan {
+    /// The scan of a device that could not be read: nothing found.
+    pub(super) fn empty<D: Device>(wd: &WalDevice<D>, opts: &RecoveryOptions) -> DeviceScan {
+        DeviceScan {
+            geometry: Geometry::new(wd.device.info(), opts.segment_size),
+            segments: Vec::new(),
+            batches: Vec::new(),
+            bytes_read: 0,
+        }
+    }
+}
+
 /// Scans the device at position `dev` of the list.
 pub(super) fn scan_device<D: Device>(
     dev: usize,

@@ -14,13 +14,17 @@ use super::{RecoveryError, WalDevice};
 use crate::device::{wait, Device, Request};
 
 /// Zeroes the first block of `found[i]` for each `i` in `beyond`, then
-/// flushes every device. Writes nothing when `beyond` is empty.
+/// flushes every device but the `lost` ones. Writes nothing when `beyond` is empty.
 pub(super) fn truncate_and_flush<D: Device>(
     devices: &[WalDevice<D>],
     found: &[Found],
     beyond: &[usize],
+    lost: &[Option<String>],
 ) -> Result<(), RecoveryError> {
     for (dev, wd) in devices.iter().enumerate() {
+        if lost[dev].is_some() {
+            continue; // nothing of it was read, so nothing of it is beyond
+        }
         let mut queue = wd.device.open_queue()?;
         let bs = u64::from(wd.device.info().block_size);
         for f in beyond.iter().map(|&i| &found[i]).filter(|f| f.dev == dev) {
