@@ -16,7 +16,8 @@
 //! Each crash runs with a roomy log (16 MiB a device, never full in a run)
 //! and with a small one (four 32 KiB segments a device) that fills within
 //! milliseconds, memstores frozen for it only once it is full: flushes
-//! then pass over writes that wait for log space.
+//! then pass over writes that wait for log space. A third of the seeds
+//! with two WAL devices write every batch to both (`wal.copies: 2`).
 //!
 //! `cargo test --test engine_crash` runs 150 seeds of each; the soak,
 //! `cargo test --release --test engine_crash -- --ignored`, runs
@@ -109,6 +110,10 @@ fn run_seed(seed: u64, crash: Crash, wal: WalSize) -> Result<Seen, String> {
         .map(|i| ReactorConfig::unpinned(format!("flush{i}")))
         .collect();
     opts.wal.fua = seed % 2 == 1;
+    // A third of the seeds with two WAL devices write every batch to both.
+    if devs.wal.len() == 2 && seed % 3 == 0 {
+        opts.wal.copies = 2;
+    }
     let (e, _) = Engine::open(devs.engine_devices(), opts.clone())
         .map_err(|e| format!("first open: {e}"))?;
     let e = Arc::new(e);

@@ -85,7 +85,11 @@ fn opts(seed: u64) -> WalOptions {
 fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let count = rng.random_range(1..=3);
-    let copies = if count > 1 && rng.random_bool(0.5) { 2 } else { 1 };
+    let copies = if count > 1 && rng.random_bool(0.5) {
+        2
+    } else {
+        1
+    };
     let vanish = (copies == 2 && rng.random_bool(0.5))
         .then(|| (rng.random_range(0..count), rng.random_range(0..300u64)));
     let devs = devices(&mut rng, count, vanish);
@@ -93,12 +97,8 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
         copies,
         ..opts(seed)
     };
-    let (wal, recovered) = Wal::open(
-        WalDevice::stripe(&devs),
-        &o,
-        ReactorConfig::unpinned("wal"),
-    )
-    .map_err(|e| format!("open: {e}"))?;
+    let (wal, recovered) = Wal::open(WalDevice::stripe(&devs), &o, ReactorConfig::unpinned("wal"))
+        .map_err(|e| format!("open: {e}"))?;
     assert!(recovered.records.is_empty());
     let wal = Arc::new(wal);
     let acks: Arc<Mutex<Vec<Ack>>> = Arc::default();

@@ -328,6 +328,9 @@ fn wal(w: &mut Section, s: &EngineStats) {
     let used = s.wal_live_segments * s.wal_segment_size;
     let total = s.wal_segments * s.wal_segment_size;
     w.kv("wal_devices", wal.device_batches.len());
+    let lost = wal.device_lost.iter().filter(|&&l| l > 0).count();
+    w.kv("wal_devices_lost", lost);
+    w.kv("wal_degraded", u8::from(lost > 0));
     w.kv("wal_segment_size", s.wal_segment_size);
     w.kv("wal_segments", s.wal_segments);
     w.kv("wal_segments_live", s.wal_live_segments);
@@ -408,6 +411,9 @@ fn devices<D: Device<Queue: Send> + Clone>(w: &mut Section, engine: &Engine<D>, 
             let _ = write!(v, ",fua_writes={fua}");
         }
         let _ = write!(v, ",errors={}", d.errors);
+        if d.role == "wal" {
+            let _ = write!(v, ",state={}", if d.lost { "lost" } else { "ok" });
+        }
         w.kv(&format!("device_{}", key_safe(&d.name)), v);
     }
 }

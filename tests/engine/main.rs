@@ -4,6 +4,8 @@
 #[path = "../common/engine_env.rs"]
 mod engine_env;
 
+mod copies;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -118,8 +118,14 @@ fn with_one_copy_the_same_damage_is_an_error_naming_the_device() {
     puts(&wal, "k", 20).unwrap();
     wal.close().unwrap();
     devs[0].corrupt_at_rest(FIRST_BATCH_LBA, 100, 3);
-    let err = open(&devs, &o).err().expect("a corrupt durable batch").to_string();
-    assert!(err.contains("WAL device a") && err.contains("corrupt"), "{err}");
+    let err = open(&devs, &o)
+        .err()
+        .expect("a corrupt durable batch")
+        .to_string();
+    assert!(
+        err.contains("WAL device a") && err.contains("corrupt"),
+        "{err}"
+    );
 }
 
 #[test]

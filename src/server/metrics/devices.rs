@@ -28,6 +28,9 @@ pub struct DeviceFigures {
     pub fua_writes: Option<u64>,
     /// Requests that completed with an error.
     pub errors: u64,
+    /// The WAL lost the device and goes on without it (degraded: WAL
+    /// devices with `wal.copies` above one only).
+    pub lost: bool,
 }
 
 /// Every device of `engine`, WAL stripe first, with the figures in `stats`.
@@ -51,6 +54,7 @@ pub fn device_figures<D: Device<Queue: Send> + Clone>(
             flushes: at(&stats.wal.flushes, i),
             fua_writes: Some(at(&stats.wal.device_fua, i)),
             errors: d.errors(),
+            lost: at(&stats.wal.device_lost, i) > 0,
         });
     }
     let m = &stats.manifest;
@@ -74,6 +78,7 @@ pub fn device_figures<D: Device<Queue: Send> + Clone>(
             flushes: at(&stats.device_flush_commands, i),
             fua_writes: None,
             errors: d.errors(),
+            lost: false,
         });
     }
     out

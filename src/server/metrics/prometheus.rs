@@ -770,4 +770,12 @@ pub(super) fn render_devices(t: &mut Text, devices: &[DeviceFigures]) {
         "Requests (reads, writes, flushes) that completed with an error.",
         |d| Some(d.errors),
     );
+    each(
+        t,
+        devices,
+        "device_lost",
+        "gauge",
+        "1 when the WAL lost the device and goes on without it (degraded, with wal.copies above 1).",
+        |d| (d.role == "wal").then_some(u64::from(d.lost)),
+    );
 }

@@ -153,6 +153,9 @@ pub struct RecoveryReport {
     /// Damaged copies of batches of the prefix, rewritten from a good copy
     /// on another device (`wal.copies`).
     pub repaired_batches: u64,
+    /// Devices that could not be read, and why: the log came from the
+    /// copies on the others.
+    pub lost_devices: Vec<(String, String)>,
     /// Valid segments scanned, and bytes read doing it.
     pub segments: u64,
     pub bytes_read: u64,
@@ -266,6 +269,11 @@ pub fn recover<D: Device>(
         dropped_records: plan.dropped_records,
         zeroed_batches: plan.beyond.len() as u64,
         repaired_batches: repaired,
+        lost_devices: devices
+            .iter()
+            .zip(&lost)
+            .filter_map(|(d, l)| Some((d.name.clone(), l.clone()?)))
+            .collect(),
         segments: scans.iter().map(|s| s.segments.len() as u64).sum(),
         bytes_read: scans.iter().map(|s| s.bytes_read).sum(),
     };

@@ -59,6 +59,12 @@ impl fmt::Display for RecoveryReport {
                 self.dropped_records, self.dropped_batches, self.zeroed_batches
             )?;
         }
+        for (device, why) in &self.lost_devices {
+            write!(
+                f,
+                "; DEGRADED: device {device} could not be read ({why}), its batches came from their copies"
+            )?;
+        }
         if self.repaired_batches > 0 {
             write!(
                 f,
