@@ -1,7 +1,9 @@
 //! Configuration: the shipped maps parse, and every kind of bad input gets its
 //! one-line error naming the file, the line and column, and the field.
 
-use stria::config::{BackendConfig, Config, Durability, IdlePolicy, Origin, Role, SpdkConfig};
+use stria::config::{
+    BackendConfig, Config, DeviceLoss, Durability, IdlePolicy, Origin, Role, SpdkConfig,
+};
 
 const CORES: &[usize] = &[0, 1];
 
@@ -78,6 +80,49 @@ fn wal_fua_is_a_boolean() {
     );
     assert!(
         err.contains("wal.fua: \"sometimes\" is not true or false"),
+        "{err}"
+    );
+}
+
+#[test]
+fn wal_copies_are_at_most_the_stripe_and_the_loss_policy_is_named() {
+    let cfg = parse(GOOD).unwrap();
+    assert_eq!(
+        (cfg.wal.copies, cfg.wal.on_device_loss),
+        (1, DeviceLoss::Degrade)
+    );
+    let text = GOOD.replacen(
+        "  max-batch: 256KiB\n",
+        "  max-batch: 256KiB\n  copies: 2\n  on-device-loss: refuse-writes\n",
+        1,
+    );
+    let cfg = parse(&text).unwrap();
+    assert_eq!(
+        (cfg.wal.copies, cfg.wal.on_device_loss),
+        (2, DeviceLoss::RefuseWrites)
+    );
+    for (bad, says) in [
+        (
+            "0",
+            "0 copies of each batch need as many WAL devices, and the stripe has 2",
+        ),
+        ("3", "3 copies of each batch need as many WAL devices"),
+        ("two", "wal.copies: \"two\" is not a number of copies"),
+    ] {
+        let err = error_of(
+            "  max-batch: 256KiB\n",
+            &format!("  max-batch: 256KiB\n  copies: {bad}\n"),
+        );
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+    let err = error_of(
+        "  max-batch: 256KiB\n",
+        "  max-batch: 256KiB\n  on-device-loss: panic\n",
+    );
+    assert!(
+        err.contains(
+            "unknown device-loss policy \"panic\" (expected one of: degrade, refuse-writes)"
+        ),
         "{err}"
     );
 }
