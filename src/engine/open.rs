@@ -10,7 +10,7 @@ use super::sched::Scheduler;
 use super::stats::Counters;
 use super::store::{Store, TableHandle};
 use super::{flush, Engine, EngineOptions, Inner};
-use crate::config::{Config, Role, RESERVED_BYTES};
+use crate::config::{Config, DeviceLoss, Role, RESERVED_BYTES};
 use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
 use crate::layout::manifest::{Manifest, ManifestState};
@@ -70,65 +70,96 @@ impl Engine<AnyDevice> {
     /// appliance) is refused instead of writing under the first.
     pub fn open_config(cfg: &Config) -> Result<(Engine<AnyDevice>, OpenReport)> {
         let locks = lock_devices(cfg)?;
-        let open = |names: &[String]| -> Result<Vec<AnyDevice>> {
-            names
-                .iter()
-                .map(|n| {
-                    let d = cfg.device(n).expect("validated device name");
-                    Ok(AnyDevice::open(d, &cfg.spdk)?)
-                })
-                .collect()
+        let open = |name: &String| -> Result<AnyDevice> {
+            let d = cfg.device(name).expect("validated device name");
+            Ok(AnyDevice::open(d, &cfg.spdk)?)
         };
-        let wal = open(&cfg.wal.devices)?;
-        let data = open(&cfg.flush.devices)?;
+        // The data devices first: they name the appliance the WAL devices
+        // must belong to.
         let mut appliance_id = None;
-        for d in wal.iter().chain(&data) {
-            if d.kind() == BackendKind::Sim {
-                continue;
-            }
-            let copies = crate::admin::read_superblock_copies(d)?;
-            if let (Ok(sb), false) = (&copies.chosen, copies.bad.is_empty()) {
-                // Repair from the copies that agree: rewrite all of them.
-                tracing::warn!(
-                    device = %d.info().name,
-                    "superblock copies repaired from the {} that agree: {}",
-                    crate::admin::SUPERBLOCK_COPIES - copies.bad.len(),
-                    copies.describe_bad()
-                );
-                crate::admin::write_superblock(d, sb)?;
-            }
-            match copies.chosen {
-                Ok(sb) => {
-                    let expected = cfg.device(&d.info().name).map(|c| c.role);
-                    if Some(sb.role) != expected {
-                        return Err(EngineError::Layout(format!(
-                            "device {} was formatted as a {} device; the map makes it a {} device",
-                            d.info().name,
-                            sb.role,
-                            expected.unwrap_or(Role::Data)
-                        )));
-                    }
-                    if *appliance_id.get_or_insert(sb.appliance_id) != sb.appliance_id {
-                        return Err(EngineError::Layout(format!(
-                            "device {} belongs to another appliance ({}) than the devices before it",
-                            d.info().name,
-                            sb.appliance
-                        )));
-                    }
+        let mut data = Vec::new();
+        for name in &cfg.flush.devices {
+            let d = open(name)?;
+            check_superblock(cfg, &d, &mut appliance_id)?;
+            data.push(d);
+        }
+        // With several copies of each batch, up to `copies - 1` WAL devices
+        // that cannot be opened or checked stand in absent: the log is
+        // recovered from the others and the WAL runs degraded.
+        let tolerated = match cfg.wal.on_device_loss {
+            DeviceLoss::Degrade => cfg.wal.copies.saturating_sub(1),
+            DeviceLoss::RefuseWrites => 0,
+        };
+        let mut wal = Vec::new();
+        for name in &cfg.wal.devices {
+            let checked = open(name).and_then(|d| {
+                check_superblock(cfg, &d, &mut appliance_id)?;
+                Ok(d)
+            });
+            match checked {
+                Ok(d) => wal.push(d),
+                Err(e) if wal.iter().filter(|d| d.absent_why().is_some()).count() < tolerated => {
+                    tracing::error!(
+                        "WAL device {name} cannot be used ({e}): starting DEGRADED without it, from the copies on the other WAL devices (wal.copies: {})",
+                        cfg.wal.copies
+                    );
+                    let d = cfg.device(name).expect("validated device name");
+                    wal.push(AnyDevice::absent(d, e.to_string()));
                 }
-                Err(e) => {
-                    return Err(EngineError::Layout(format!(
-                        "device {}: {e}; run `stria format --config {}` first",
-                        d.info().name,
-                        cfg.source
-                    )))
-                }
+                Err(e) => return Err(e),
             }
         }
         let opts = EngineOptions::from_config(cfg, appliance_id.unwrap_or(0));
         let (mut engine, report) = Engine::open(EngineDevices { wal, data }, opts)?;
         engine._locks = locks;
         Ok((engine, report))
+    }
+}
+
+/// Checks the superblock of `d` (not of `sim` devices, which have none):
+/// its role is the map's, and its appliance the one of the devices before
+/// it (`appliance_id`, set by the first). Damaged copies are rewritten from
+/// those that agree.
+fn check_superblock(cfg: &Config, d: &AnyDevice, appliance_id: &mut Option<u128>) -> Result<()> {
+    if d.kind() == BackendKind::Sim {
+        return Ok(());
+    }
+    let copies = crate::admin::read_superblock_copies(d)?;
+    if let (Ok(sb), false) = (&copies.chosen, copies.bad.is_empty()) {
+        // Repair from the copies that agree: rewrite all of them.
+        tracing::warn!(
+            device = %d.info().name,
+            "superblock copies repaired from the {} that agree: {}",
+            crate::admin::SUPERBLOCK_COPIES - copies.bad.len(),
+            copies.describe_bad()
+        );
+        crate::admin::write_superblock(d, sb)?;
+    }
+    match copies.chosen {
+        Ok(sb) => {
+            let expected = cfg.device(&d.info().name).map(|c| c.role);
+            if Some(sb.role) != expected {
+                return Err(EngineError::Layout(format!(
+                    "device {} was formatted as a {} device; the map makes it a {} device",
+                    d.info().name,
+                    sb.role,
+                    expected.unwrap_or(Role::Data)
+                )));
+            }
+            if *appliance_id.get_or_insert(sb.appliance_id) != sb.appliance_id {
+                return Err(EngineError::Layout(format!(
+                    "device {} belongs to another appliance ({}) than the devices before it",
+                    d.info().name,
+                    sb.appliance
+                )));
+            }
+            Ok(())
+        }
+        Err(e) => Err(EngineError::Layout(format!(
+            "device {}: {e}; run `stria format --config {}` first",
+            d.info().name,
+            cfg.source
+        ))),
     }
 }
 

@@ -41,6 +41,8 @@ pub struct Map {
     pub data_size: &'static str,
     /// The map's `wal.durability` (the default of every connection).
     pub durability: &'static str,
+    /// `Some(n)`: two WAL devices, `wal0` and `wal1`, and `wal.copies: n`.
+    pub wal_copies: Option<usize>,
 }
 
 impl Default for Map {
@@ -56,6 +58,7 @@ impl Default for Map {
             metrics: false,
             data_size: "24MiB",
             durability: "sync",
+            wal_copies: None,
         }
     }
 }
@@ -82,13 +85,20 @@ impl Map {
         if self.metrics {
             server.push_str("  metrics: 127.0.0.1:0\n");
         }
+        let (wal1, copies) = match self.wal_copies {
+            Some(n) => (
+                format!("  - {{ name: wal1, backend: {b}, path: ./data/wal1.img, size: 8MiB, role: wal, queue-depth: 32 }}\n"),
+                format!(", copies: {n}"),
+            ),
+            None => (String::new(), String::new()),
+        };
         format!(
             "appliance: servertest
 reactors: {{ wal: [0], flush: [1], idle: park, spin-us: 20 }}
 devices:
   - {{ name: wal0, backend: {b}, path: ./data/wal0.img, size: 8MiB, role: wal, queue-depth: 32 }}
-  - {{ name: data0, backend: {b}, path: ./data/data0.img, size: {}, role: data, queue-depth: 32 }}
-wal: {{ segment-size: 1MiB, max-batch: 256KiB, durability: {} }}
+{wal1}  - {{ name: data0, backend: {b}, path: ./data/data0.img, size: {}, role: data, queue-depth: 32 }}
+wal: {{ segment-size: 1MiB, max-batch: 256KiB, durability: {}{copies} }}
 memstore: {{ regions: 4, flush-size: 2MiB, global-limit: 8MiB, max-key: {}, max-value: {} }}
 flush: {{ manifest-size: 256KiB }}
 {server}",

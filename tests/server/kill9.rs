@@ -424,6 +424,63 @@ fn check(c: &mut Connection, logs: &[(u32, Vec<(Kind, Log)>)], seed: u64) {
     }
 }
 
+/// Runs the round's writers on `s` and kills it (SIGKILL) a random
+/// 100-800 ms after the first acknowledgement; returns what each writer
+/// did.
+fn write_then_kill(s: Server, round: u32, rng: &mut ChaCha8Rng) -> Vec<(Kind, Log)> {
+    let (tx, rx) = mpsc::channel();
+    let acks = Arc::new(AtomicUsize::new(0));
+    let writing = Instant::now();
+    for (w, kind) in kinds(round).into_iter().enumerate() {
+        let (tx, acks) = (tx.clone(), acks.clone());
+        let mut c = s.client();
+        std::thread::spawn(move || {
+            let log = write(&mut c, round, w as u32, kind, &acks);
+            let _ = tx.send((w, kind, log));
+        });
+    }
+    drop(tx);
+    // The delay runs from the first acknowledgement, so a slow start
+    // on a busy machine still leaves writes to check.
+    while acks.load(Ordering::Relaxed) == 0 {
+        assert!(
+            writing.elapsed() < Duration::from_secs(30),
+            "round {round}: no write acknowledged within 30 s\n{}",
+            s.printed.all()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let delay = Duration::from_millis(rng.random_range(100..=800));
+    std::thread::sleep(delay);
+    let printed = s.kill9();
+    let mut writers: Vec<(usize, Kind, Log)> = Vec::new();
+    for _ in 0..WRITERS {
+        writers.push(
+            rx.recv_timeout(Duration::from_secs(60))
+                .expect("a writer did not stop after the kill"),
+        );
+    }
+    writers.sort_by_key(|w| w.0);
+    let total: usize = writers.iter().map(|w| w.2.acked).sum();
+    println!(
+        "round {round}: killed {delay:?} after the first acknowledgement ({:?} after the writers started), {total} writes acknowledged: {:?}",
+        writing.elapsed() - delay,
+        writers
+            .iter()
+            .map(|(_, k, l)| format!(
+                "{k:?} {}/{} (first after {:?})",
+                l.acked, l.attempted, l.first_ack
+            ))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        total > 0,
+        "round {round}: nothing was acknowledged in {delay:?}\n{}",
+        printed.all()
+    );
+    writers.into_iter().map(|(_, k, l)| (k, l)).collect()
+}
+
 #[test]
 fn acknowledged_sync_writes_survive_sigkill() {
     let seed = std::env::var("STRIA_SEED")
@@ -447,57 +504,7 @@ fn acknowledged_sync_writes_survive_sigkill() {
         check(&mut c, &logs, seed);
         drop(c);
 
-        let (tx, rx) = mpsc::channel();
-        let acks = Arc::new(AtomicUsize::new(0));
-        let writing = Instant::now();
-        for (w, kind) in kinds(round).into_iter().enumerate() {
-            let (tx, acks) = (tx.clone(), acks.clone());
-            let mut c = s.client();
-            std::thread::spawn(move || {
-                let log = write(&mut c, round, w as u32, kind, &acks);
-                let _ = tx.send((w, kind, log));
-            });
-        }
-        drop(tx);
-        // The delay runs from the first acknowledgement, so a slow start
-        // on a busy machine still leaves writes to check.
-        while acks.load(Ordering::Relaxed) == 0 {
-            assert!(
-                writing.elapsed() < Duration::from_secs(30),
-                "round {round}: no write acknowledged within 30 s\n{}",
-                s.printed.all()
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        let delay = Duration::from_millis(rng.random_range(100..=800));
-        std::thread::sleep(delay);
-        let printed = s.kill9();
-        let mut writers: Vec<(usize, Kind, Log)> = Vec::new();
-        for _ in 0..WRITERS {
-            writers.push(
-                rx.recv_timeout(Duration::from_secs(60))
-                    .expect("a writer did not stop after the kill"),
-            );
-        }
-        writers.sort_by_key(|w| w.0);
-        let total: usize = writers.iter().map(|w| w.2.acked).sum();
-        println!(
-            "round {round}: killed {delay:?} after the first acknowledgement ({:?} after the writers started), {total} writes acknowledged: {:?}",
-            writing.elapsed() - delay,
-            writers
-                .iter()
-                .map(|(_, k, l)| format!(
-                    "{k:?} {}/{} (first after {:?})",
-                    l.acked, l.attempted, l.first_ack
-                ))
-                .collect::<Vec<_>>()
-        );
-        assert!(
-            total > 0,
-            "round {round}: nothing was acknowledged in {delay:?}\n{}",
-            printed.all()
-        );
-        logs.push((round, writers.into_iter().map(|(_, k, l)| (k, l)).collect()));
+        logs.push((round, write_then_kill(s, round, &mut rng)));
     }
     // The last kill's writes, then a clean stop and a start that replays
     // nothing: the recovered state was flushed like any other.
@@ -515,4 +522,80 @@ fn acknowledged_sync_writes_survive_sigkill() {
     check(&mut c, &logs, seed);
     s.stop();
     println!("{ROUNDS} rounds in {:.1?}", started.elapsed());
+}
+
+/// What happens to `wal1` while the server is down.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    /// Cut to half its size.
+    Truncated,
+    /// Random bytes over all of it, superblock included.
+    Garbage,
+    /// Deleted.
+    Removed,
+}
+
+impl Damage {
+    fn apply(self, path: &std::path::Path, rng: &mut ChaCha8Rng) {
+        match self {
+            Damage::Truncated => {
+                let len = std::fs::metadata(path).unwrap().len();
+                let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+                f.set_len(len / 2).unwrap();
+            }
+            Damage::Garbage => {
+                let len = std::fs::metadata(path).unwrap().len() as usize;
+                let mut bytes = vec![0u8; len];
+                rng.fill(&mut bytes[..]);
+                std::fs::write(path, bytes).unwrap();
+            }
+            Damage::Removed => std::fs::remove_file(path).unwrap(),
+        }
+    }
+}
+
+/// With `wal.copies: 2` on two WAL devices: SIGKILL under load, then one
+/// WAL device file truncated, overwritten with garbage or removed. The
+/// server comes back on its own, degraded (it says so in INFO), with every
+/// acknowledged write; it takes writes on the device left, and a clean
+/// restart still has everything.
+#[test]
+fn with_two_copies_sigkill_and_a_lost_wal_device_lose_no_acknowledged_write() {
+    let seed = std::env::var("STRIA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11u64);
+    let map = Map {
+        backend: "uring",
+        data_size: "64MiB",
+        wal_copies: Some(2),
+        ..Map::default()
+    };
+    for (i, damage) in [Damage::Truncated, Damage::Garbage, Damage::Removed]
+        .into_iter()
+        .enumerate()
+    {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed + i as u64);
+        let dir = tempdir();
+        let s = Server::start(dir.path(), &map);
+        let mut logs = vec![(0, write_then_kill(s, 0, &mut rng))];
+        damage.apply(&dir.path().join("data/wal1.img"), &mut rng);
+        let s = Server::start(dir.path(), &map);
+        assert!(
+            s.printed.all().contains("DEGRADED"),
+            "{damage:?}: the start says it is degraded\n{}",
+            s.printed.all()
+        );
+        let mut c = s.client();
+        check(&mut c, &logs, seed);
+        let info: String = redis::cmd("INFO").arg("wal").query(&mut c).unwrap();
+        assert!(info.contains("wal_degraded:1"), "{damage:?}: {info}");
+        drop(c);
+        // Degraded, it still takes writes, and a kill costs none of them.
+        logs.push((1, write_then_kill(s, 1, &mut rng)));
+        let s = Server::start(dir.path(), &map);
+        let mut c = s.client();
+        check(&mut c, &logs, seed);
+        s.stop();
+    }
 }
