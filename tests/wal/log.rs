@@ -186,9 +186,15 @@ fn a_full_log_holds_writers_back_until_release() {
         })
     };
     // 400 records of 3 KiB do not fit in 256 KiB: the writer must stall.
-    std::thread::sleep(Duration::from_millis(200));
+    // How soon it fills the log depends on how often it is scheduled, so
+    // wait for the log to fill rather than for a fixed time.
+    let until = Instant::now() + Duration::from_secs(30);
+    while wal.stats().log_full == 0 {
+        assert!(!writer.is_finished(), "the writer stalls on a full log");
+        assert!(Instant::now() < until, "the log never filled");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert!(!writer.is_finished(), "the writer stalls on a full log");
-    assert!(wal.stats().log_full >= 1);
     assert!(wal.is_full(), "the full log is published");
     // Release as the memstores would, until the writer is through.
     while !writer.is_finished() {
