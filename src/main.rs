@@ -41,6 +41,36 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+enum DeviceCommand {
+    /// Put a new, empty device where a WAL device was lost (offline: stop
+    /// the appliance first).
+    ///
+    /// With wal.copies above 1 the appliance runs, and starts, degraded
+    /// without a failed WAL device. This writes the new device through,
+    /// gives it an empty log and the appliance's superblock; the next start
+    /// writes every new batch to it again. Refuses a data device (block
+    /// files have one copy), and a device that still holds the appliance's
+    /// valid superblock unless --force.
+    Replace {
+        /// The YAML device map (default: $STRIA_CONFIG, else /etc/stria/stria.yaml
+        /// when it exists, else the embedded conf/local.yaml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// The WAL device to replace, by its name in the map.
+        #[arg(long)]
+        device: String,
+        /// The new device's path, when it is not the map's (then point the
+        /// map at it before the next start).
+        #[arg(long, value_name = "PATH")]
+        with: Option<PathBuf>,
+        /// Replace a device that still looks sound, or one whose log has no
+        /// other copy (wal.copies: 1).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum Command {
     /// Create and size file devices and write a superblock on each device.
     ///
@@ -125,6 +155,9 @@ enum Command {
     /// Benchmarks of the write path.
     #[command(subcommand)]
     Bench(Bench),
+    /// Devices of the map: replace a lost one.
+    #[command(subcommand)]
+    Device(DeviceCommand),
     /// Write the manual pages, made from these very definitions: stria.1
     /// and one page per subcommand (stria-serve.1, stria-bench-wal-pe.1,
     /// ...).
@@ -493,6 +526,26 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     Formatted::Skipped(why) => println!("  {name}: skipped: {why}"),
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Device(DeviceCommand::Replace {
+            config,
+            device,
+            with,
+            force,
+        }) => {
+            let (cfg, _) = locate(config.as_ref())?;
+            let moved = with.clone();
+            let sb = admin::replace(&cfg, &device, with, force).map_err(|e| e.to_string())?;
+            println!("replaced {device}: {sb}");
+            if let Some(path) = moved {
+                println!(
+                    "point device {device} of {} at {} before the next start",
+                    cfg.source,
+                    path.display()
+                );
+            }
+            println!("the next start writes every new WAL batch to it again; batches already in the log keep their copies on the other WAL devices until their segments are released");
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve { config, listen } => {

@@ -1,14 +1,17 @@
-//! Administration: formatting devices, inspecting what they hold, and
-//! erasing the engine's metadata from them.
+//! Administration: formatting devices, inspecting what they hold,
+//! erasing the engine's metadata from them, and replacing a lost WAL
+//! device.
 
 mod erase;
 mod format;
 mod inspect;
+mod replace;
 mod superblock;
 
 pub use erase::{erase, guard, holdings};
 pub use format::{format, FormatReport, Formatted};
 pub use inspect::{inspect, DeviceReport, DeviceState};
+pub use replace::replace;
 pub(crate) use superblock::{read_superblock, read_superblock_copies, write_superblock};
 pub use superblock::{Copies, SUPERBLOCK_COPIES};
 
@@ -26,4 +29,7 @@ pub enum AdminError {
     /// engine keeps there, and was not forced.
     #[error("{0}")]
     WouldDestroy(String),
+    /// `device replace` cannot replace that device, or not now.
+    #[error("refusing to replace: {0}")]
+    Replace(String),
 }

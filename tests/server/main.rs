@@ -20,6 +20,7 @@ mod metrics;
 mod monitor;
 mod notifications;
 mod pubsub;
+mod replace;
 mod restart;
 mod revealed;
 mod scripting;

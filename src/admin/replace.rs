@@ -1,0 +1,141 @@
+//! `stria device replace`: put a new device where a WAL device was lost,
+//! offline (stop the appliance first: the device locks refuse otherwise).
+//!
+//! With `wal.copies` above one the appliance runs degraded when a WAL
+//! device fails, and starts degraded while one is missing or unreadable.
+//! Replacing it writes the new device through (file devices), gives it an
+//! empty log ([`erase_device`]) and this appliance's superblock, with the
+//! index and role the map gives it. The next start then writes every new
+//! batch to it again; batches already in the log keep the copies they have
+//! (on the other devices) until their segments are released. Online
+//! replacement is not built: the WAL reactor would have to take the device
+//! back while it runs.
+//!
+//! Only WAL devices: block files have one copy, so a lost data device has
+//! nothing to be rebuilt from.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::erase::erase_device;
+use super::format::in_memory;
+use super::{read_superblock, write_superblock, AdminError};
+use crate::config::{BackendConfig, Config, Role};
+use crate::device::{self, AnyDevice, Device};
+use crate::layout::{Superblock, FORMAT_VERSION};
+
+/// Replaces the WAL device `name` of `cfg` by a new, empty one at its path
+/// in the map, or at `with` (then the map must be pointed at it). Refuses
+/// a device that still holds this appliance's valid superblock unless
+/// `force`.
+pub fn replace(
+    cfg: &Config,
+    name: &str,
+    with: Option<PathBuf>,
+    force: bool,
+) -> Result<Superblock, AdminError> {
+    let refuse = |why: String| AdminError::Replace(why);
+    let Some(index) = cfg.devices.iter().position(|d| d.name == name) else {
+        return Err(refuse(format!("the map has no device named {name:?}")));
+    };
+    let mut dev = cfg.devices[index].clone();
+    if dev.role != Role::Wal || !cfg.wal.devices.contains(&dev.name) {
+        return Err(refuse(format!(
+            "{name} is a data device: block files have one copy, so a lost data device has nothing to be rebuilt from"
+        )));
+    }
+    if in_memory(&dev) {
+        return Err(refuse(format!(
+            "{name} is a sim device, in memory: there is nothing to replace"
+        )));
+    }
+    if cfg.wal.copies < 2 && !force {
+        return Err(refuse(format!(
+            "with wal.copies: 1 the log on {name} has no other copy: replacing it loses what the engine has not flushed (pass --force to replace it anyway)"
+        )));
+    }
+    if let Some(path) = with {
+        match &mut dev.backend {
+            BackendConfig::Psync { path: p } | BackendConfig::Uring { path: p, .. } => *p = path,
+            _ => {
+                return Err(refuse(format!(
+                    "{name} is not a file or block device: --with takes a path"
+                )))
+            }
+        }
+    }
+    // No engine may run on the map meanwhile: hold every device's lock.
+    let mut locks = Vec::new();
+    for d in cfg.devices.iter().filter(|d| d.name != name).chain([&dev]) {
+        let Some(path) = d.path() else { continue };
+        match device::lock_exclusive(path) {
+            Ok(Some(file)) => locks.push(file),
+            Ok(None) => {
+                return Err(refuse(format!(
+                    "device {} ({}) is in use by another engine (a running `stria serve`?); stop it first",
+                    d.name,
+                    path.display()
+                )))
+            }
+            Err(_) => {} // missing: the replacement creates it, others say so below
+        }
+    }
+    // The appliance, from the devices that are not being replaced.
+    let mut appliance = None;
+    for other in cfg
+        .devices
+        .iter()
+        .filter(|d| d.name != name && !in_memory(d))
+    {
+        if other.path().is_some_and(|p| !p.exists()) {
+            continue;
+        }
+        if let Ok(Ok(sb)) = AnyDevice::open(other, &cfg.spdk).and_then(|d| read_superblock(&d)) {
+            appliance = Some((sb.appliance_id, sb.appliance));
+            break;
+        }
+    }
+    let Some((appliance_id, appliance)) = appliance else {
+        return Err(refuse(format!(
+            "no other device of the map holds a Stria superblock to take the appliance from: `stria format` the map instead"
+        )));
+    };
+    let current = AnyDevice::open(&dev, &cfg.spdk).ok();
+    if let Some(Ok(sb)) = current
+        .as_ref()
+        .map(read_superblock)
+        .transpose()
+        .ok()
+        .flatten()
+    {
+        if sb.appliance_id == appliance_id && sb.device == dev.name && !force {
+            return Err(refuse(format!(
+                "{name} still holds a valid superblock of appliance {appliance}: if it is failing, pass --force (its copies of the log are lost)"
+            )));
+        }
+    }
+    drop(current);
+    AnyDevice::create(&dev)?;
+    let opened = AnyDevice::open(&dev, &cfg.spdk)?;
+    if dev.path().is_some() {
+        device::write_through(&dev)?;
+    }
+    erase_device(cfg, &dev, &opened, appliance_id)?;
+    let sb = Superblock {
+        version: FORMAT_VERSION,
+        device_index: index as u32,
+        appliance_id,
+        appliance,
+        device: dev.name.clone(),
+        role: Role::Wal,
+        block_size: dev.block_size,
+        capacity_blocks: opened.info().capacity_blocks,
+        formatted_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    write_superblock(&opened, &sb)?;
+    drop(locks);
+    tracing::info!(device = %dev.name, "replaced: {sb}");
+    Ok(sb)
+}
