@@ -96,9 +96,9 @@ pub fn replace(
         }
     }
     let Some((appliance_id, appliance)) = appliance else {
-        return Err(refuse(format!(
-            "no other device of the map holds a Stria superblock to take the appliance from: `stria format` the map instead"
-        )));
+        return Err(refuse(
+            "no other device of the map holds a Stria superblock to take the appliance from: `stria format` the map instead".to_string(),
+        ));
     };
     let current = AnyDevice::open(&dev, &cfg.spdk).ok();
     if let Some(Ok(sb)) = current
