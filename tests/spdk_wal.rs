@@ -68,6 +68,7 @@ mod with_spdk {
             replay_from: Some(1),
             truncate_corrupt: false,
             copies: 1,
+            lose_unreadable: 0,
             on_device_loss: DeviceLoss::Degrade,
         }
     }
@@ -80,7 +81,7 @@ mod with_spdk {
             segment_size: o.segment_size,
             max_batch: o.max_batch,
             appliance_id: o.appliance_id,
-            copies: o.copies,
+            lose_unreadable: o.lose_unreadable,
         }
     }
 

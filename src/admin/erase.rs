@@ -66,7 +66,7 @@ pub fn holdings(cfg: &Config) -> Result<Vec<String>, AdminError> {
         segment_size: cfg.wal.segment_size,
         max_batch: cfg.wal.max_batch,
         appliance_id,
-        copies: cfg.wal.copies,
+        lose_unreadable: 0,
     };
     match survey(&WalDevice::stripe(&wal), &opts) {
         Ok(s) if s.records > 0 => found.push(format!(

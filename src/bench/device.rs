@@ -446,8 +446,30 @@ mod tests {
         let r = run(&dev, case, Duration::from_millis(40));
         assert_eq!(r.qd, 16);
         assert_eq!(r.peak_in_flight, 16);
-        assert!(r.ops > 16, "slots are reissued: {} ops", r.ops);
+        // How many more come back in 40 ms depends on how often this thread
+        // runs: one stalled past the end after the first 16 (a loaded
+        // machine) reissues none. The reissuing is checked by count below.
+        assert!(r.ops >= 16, "{} ops", r.ops);
         assert!(dev.stats().writes >= r.ops);
+
+        // Slots are reissued: 64 requests through 16 slots, without a clock.
+        let queue = dev.open_queue().unwrap();
+        let mut job = Job::new(
+            queue,
+            case,
+            256..8192,
+            Duration::from_secs(3600),
+            7,
+            |len| dev.alloc_buf(len),
+        );
+        job.limit_ops(64);
+        while !job.is_done() {
+            if job.poll() == 0 {
+                wait::wait(job.wait_hint(), Duration::from_millis(2));
+            }
+        }
+        let r = job.result();
+        assert_eq!((r.ops, r.peak_in_flight), (64, 16), "slots are reissued");
     }
 
     #[test]

@@ -4,7 +4,6 @@
 //! with [`AnyDevice`], so one map can mix backends (say, `uring` WAL devices
 //! beside a `psync` data device) and the match costs one branch per call.
 
-use super::absent::{AbsentDevice, AbsentQueue};
 use super::psync::{PsyncDevice, PsyncQueue};
 use super::sim::{SimDevice, SimQueue};
 #[cfg(feature = "spdk")]
@@ -32,7 +31,6 @@ enum Backend {
     Uring(UringDevice),
     #[cfg(feature = "spdk")]
     Spdk(SpdkDevice),
-    Absent(AbsentDevice),
 }
 
 /// Any backend's queue.
@@ -52,7 +50,6 @@ enum BackendQueue {
     Uring(UringQueue),
     #[cfg(feature = "spdk")]
     Spdk(SpdkQueue),
-    Absent(AbsentQueue),
 }
 
 /// Calls the same method on whichever backend is inside.
@@ -64,7 +61,6 @@ macro_rules! dispatch {
             $enum::Uring($inner) => $call,
             #[cfg(feature = "spdk")]
             $enum::Spdk($inner) => $call,
-            $enum::Absent($inner) => $call,
         }
     };
 }
@@ -120,22 +116,6 @@ impl AnyDevice {
     pub fn kind(&self) -> BackendKind {
         self.info().backend
     }
-
-    /// A stand-in for the device `cfg` describes, which could not be
-    /// opened or checked (`why`): it refuses every request offline
-    /// ([`AbsentDevice`]).
-    pub fn absent(cfg: &DeviceConfig, why: String) -> AnyDevice {
-        AnyDevice::of(Backend::Absent(AbsentDevice::new(cfg, why)))
-    }
-
-    /// Why the device is a stand-in for one that could not be opened, if
-    /// it is.
-    pub fn absent_why(&self) -> Option<&str> {
-        match &self.backend {
-            Backend::Absent(d) => Some(d.why()),
-            _ => None,
-        }
-    }
 }
 
 #[cfg(not(feature = "spdk"))]
@@ -164,7 +144,6 @@ impl Device for AnyDevice {
             Backend::Uring(d) => BackendQueue::Uring(d.open_queue()?),
             #[cfg(feature = "spdk")]
             Backend::Spdk(d) => BackendQueue::Spdk(d.open_queue()?),
-            Backend::Absent(d) => BackendQueue::Absent(d.open_queue()?),
         };
         Ok(AnyQueue {
             backend,

@@ -25,7 +25,6 @@
 //! Engines are written against the traits here, never a backend; the
 //! [`AnyDevice`] enum picks a backend at run time from the device map.
 
-mod absent;
 mod any;
 mod buf;
 mod error;
@@ -41,7 +40,6 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-pub use absent::{AbsentDevice, AbsentQueue};
 pub use any::{AnyDevice, AnyQueue};
 pub use buf::{IoBuf, DEFAULT_ALIGN};
 pub use error::{DeviceError, Result};

@@ -10,7 +10,7 @@ use super::sched::Scheduler;
 use super::stats::Counters;
 use super::store::{Store, TableHandle};
 use super::{flush, Engine, EngineOptions, Inner};
-use crate::config::{Config, DeviceLoss, Role, RESERVED_BYTES};
+use crate::config::{Config, Role, RESERVED_BYTES};
 use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
 use crate::layout::manifest::{Manifest, ManifestState};
@@ -83,13 +83,11 @@ impl Engine<AnyDevice> {
             check_superblock(cfg, &d, &mut appliance_id)?;
             data.push(d);
         }
-        // With several copies of each batch, up to `copies - 1` WAL devices
-        // that cannot be opened or checked stand in absent: the log is
-        // recovered from the others and the WAL runs degraded.
-        let tolerated = match cfg.wal.on_device_loss {
-            DeviceLoss::Degrade => cfg.wal.copies.saturating_sub(1),
-            DeviceLoss::RefuseWrites => 0,
-        };
+        // A WAL device that cannot be opened or checked stops the open,
+        // whatever `wal.copies`: the others may lack batches written while
+        // it was lost before (nothing here can tell), so starting without it
+        // could lose acknowledged writes. `stria device replace` puts a new
+        // one in its place.
         let mut wal = Vec::new();
         for name in &cfg.wal.devices {
             let checked = open(name).and_then(|d| {
@@ -98,13 +96,11 @@ impl Engine<AnyDevice> {
             });
             match checked {
                 Ok(d) => wal.push(d),
-                Err(e) if wal.iter().filter(|d| d.absent_why().is_some()).count() < tolerated => {
-                    tracing::error!(
-                        "WAL device {name} cannot be used ({e}): starting DEGRADED without it, from the copies on the other WAL devices (wal.copies: {})",
-                        cfg.wal.copies
-                    );
-                    let d = cfg.device(name).expect("validated device name");
-                    wal.push(AnyDevice::absent(d, e.to_string()));
+                Err(e) if cfg.wal.copies > 1 => {
+                    return Err(EngineError::Layout(format!(
+                        "WAL device {name} cannot be used ({e}); with wal.copies: {} the other WAL devices hold copies of the log, but nothing here can tell whether they hold every batch (they do if they served the whole time): replace it with `stria device replace --config {} --device {name}`, then start again",
+                        cfg.wal.copies, cfg.source
+                    )))
                 }
                 Err(e) => return Err(e),
             }

@@ -39,6 +39,10 @@ pub struct WalOptions {
     pub copies: usize,
     /// What a failed or vanished device does to the WAL.
     pub on_device_loss: DeviceLoss,
+    /// WAL devices that may fail to read at open and be left out, the WAL
+    /// starting degraded (see [`RecoveryOptions::lose_unreadable`]): 0 for
+    /// the engine, which cannot know that the others are complete.
+    pub lose_unreadable: usize,
 }
 
 impl WalOptions {
@@ -55,6 +59,7 @@ impl WalOptions {
             truncate_corrupt: false,
             copies: cfg.copies,
             on_device_loss: cfg.on_device_loss,
+            lose_unreadable: 0,
         }
     }
 }
@@ -120,7 +125,7 @@ impl Wal {
                 segment_size: opts.segment_size,
                 max_batch: opts.max_batch,
                 appliance_id: opts.appliance_id,
-                copies,
+                lose_unreadable: opts.lose_unreadable.min(copies - 1),
             },
         )?;
         let published = Arc::new(Published::default());

@@ -128,6 +128,7 @@ pub fn options() -> EngineOptions {
             replay_from: None,
             truncate_corrupt: false,
             copies: 1,
+            lose_unreadable: 0,
             on_device_loss: DeviceLoss::Degrade,
         },
         wal_reactor: ReactorConfig::unpinned("wal"),

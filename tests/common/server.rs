@@ -381,3 +381,21 @@ impl Drop for Server {
         }
     }
 }
+
+/// Runs `stria args...` in `dir`: whether it succeeded, and what it
+/// printed (standard output, then standard error).
+pub fn stria(dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_stria"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_LOG")
+        .env_remove("STRIA_CONFIG")
+        .output()
+        .expect("run stria");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

@@ -1,7 +1,10 @@
-//! The engine with `wal.copies: 2`: a WAL device lost while writing, and
-//! at the next open, costs no acknowledged write.
+//! The engine with `wal.copies: 2`: a WAL device lost while writing costs
+//! no acknowledged write; the next open refuses to start without it until
+//! a new device takes its place.
 
 use stria::config::Durability;
+use stria::device::sim::SimDevice;
+use stria::engine::Engine;
 
 use crate::engine_env::{key, model, open, options, value, Devices};
 
@@ -24,17 +27,22 @@ fn a_lost_wal_device_costs_no_acknowledged_write_with_two_copies() {
     // A power cut: only what a flush made durable is kept.
     devs.cut_power();
     drop(e);
-    let devs = devs.reboot(9);
-    let (e, report) = open(&devs, &opts);
-    assert!(
-        report.wal.contains("DEGRADED: device wal1"),
-        "the vanished device is still gone: {report}"
-    );
-    assert_eq!(e.stats().wal.device_lost, [0, 1]);
+    let mut devs = devs.reboot(9);
+    // The vanished device stops the open: nothing can tell that wal0 holds
+    // every batch, so the engine does not start without it.
+    let err = Engine::open(devs.engine_devices(), opts.clone())
+        .err()
+        .expect("refused without wal1")
+        .to_string();
+    assert!(err.contains("wal1") && err.contains("vanished"), "{err}");
+    // A new, empty device in its place (what `stria device replace` does).
+    devs.wal[1] = SimDevice::new("wal1", 4096, 4096, 64, model(7));
+    let (e, _) = open(&devs, &opts);
+    assert_eq!(e.stats().wal.device_lost, [0, 0]);
     for i in 0..600 {
         assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
     }
-    // And it goes on writing, degraded.
+    // And it goes on writing, on both copies again.
     e.put(b"after", b"1", Some(Durability::Sync)).unwrap();
     e.close().unwrap();
 }

@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use redis::Connection;
 
-use crate::harness::{tempdir, Map, Server};
+use crate::harness::{serve_to_exit, stria, tempdir, Map, Server};
 
 const ROUNDS: u32 = 5;
 const WRITERS: u32 = 4;
@@ -556,9 +556,10 @@ impl Damage {
 
 /// With `wal.copies: 2` on two WAL devices: SIGKILL under load, then one
 /// WAL device file truncated, overwritten with garbage or removed. The
-/// server comes back on its own, degraded (it says so in INFO), with every
-/// acknowledged write; it takes writes on the device left, and a clean
-/// restart still has everything.
+/// start refuses without it (nothing can tell that the other holds every
+/// batch) and names `stria device replace`; after the replacement the
+/// server has every acknowledged write, writes both copies again, and a
+/// second kill costs nothing either.
 #[test]
 fn with_two_copies_sigkill_and_a_lost_wal_device_lose_no_acknowledged_write() {
     let seed = std::env::var("STRIA_SEED")
@@ -580,18 +581,31 @@ fn with_two_copies_sigkill_and_a_lost_wal_device_lose_no_acknowledged_write() {
         let s = Server::start(dir.path(), &map);
         let mut logs = vec![(0, write_then_kill(s, 0, &mut rng))];
         damage.apply(&dir.path().join("data/wal1.img"), &mut rng);
-        let s = Server::start(dir.path(), &map);
+        let (status, printed) = serve_to_exit(dir.path(), &map, "127.0.0.1:0");
         assert!(
-            s.printed.all().contains("DEGRADED"),
-            "{damage:?}: the start says it is degraded\n{}",
-            s.printed.all()
+            !status.success() && printed.all().contains("stria device replace"),
+            "{damage:?}: the start refuses without wal1\n{}",
+            printed.all()
         );
+        let (ok, text) = stria(
+            dir.path(),
+            &[
+                "device",
+                "replace",
+                "--config",
+                "stria.yaml",
+                "--device",
+                "wal1",
+                "--force",
+            ],
+        );
+        assert!(ok, "{damage:?}: {text}");
+        let s = Server::start(dir.path(), &map);
         let mut c = s.client();
         check(&mut c, &logs, seed);
         let info: String = redis::cmd("INFO").arg("wal").query(&mut c).unwrap();
-        assert!(info.contains("wal_degraded:1"), "{damage:?}: {info}");
+        assert!(info.contains("wal_degraded:0"), "{damage:?}: {info}");
         drop(c);
-        // Degraded, it still takes writes, and a kill costs none of them.
         logs.push((1, write_then_kill(s, 1, &mut rng)));
         let s = Server::start(dir.path(), &map);
         let mut c = s.client();

@@ -1,25 +1,7 @@
 //! `stria device replace`: a lost WAL device (wal.copies: 2) replaced
 //! offline brings the appliance back to two copies; what it refuses.
 
-use std::process::Command;
-
-use crate::harness::{tempdir, Map, Server};
-
-fn stria(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stria"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .env_remove("STRIA_CONFIG")
-        .output()
-        .expect("run stria");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
+use crate::harness::{serve_to_exit, stria, tempdir, Map, Server};
 
 fn degraded(s: &Server) -> bool {
     let mut c = s.client();
@@ -87,26 +69,32 @@ fn a_replaced_wal_device_takes_both_copies_again() {
     let (ok, text) = replace("wal9", false);
     assert!(!ok && text.contains("no device named"), "{text}");
 
+    // A lost WAL device stops the start, naming the way out.
     std::fs::remove_file(dir.path().join("data/wal1.img")).unwrap();
-    let s = Server::start(dir.path(), &map);
-    assert!(degraded(&s));
-    set_keys(&s, 200, 400);
-    s.stop();
+    let (status, printed) = serve_to_exit(dir.path(), &map, "127.0.0.1:0");
+    assert!(!status.success());
+    assert!(
+        printed.all().contains("WAL device wal1 cannot be used")
+            && printed.all().contains("stria device replace"),
+        "{}",
+        printed.all()
+    );
 
     let (ok, text) = replace("wal1", false);
     assert!(ok, "{text}");
     assert!(text.contains("replaced wal1"), "{text}");
     let s = Server::start(dir.path(), &map);
     assert!(!degraded(&s), "{}", s.printed.all());
-    check_keys(&s, 400);
-    set_keys(&s, 400, 600);
-    // Killed: keys 400..600 are only in the log, on both copies again.
+    check_keys(&s, 200);
+    set_keys(&s, 200, 400);
+    // Killed: keys 200..400 are only in the log, on both copies again.
     s.kill9();
 
-    // So the other device can go now: wal1's copies hold them.
+    // So the other device can go now: the new wal1's copies hold them.
     std::fs::remove_file(dir.path().join("data/wal0.img")).unwrap();
+    let (ok, text) = replace("wal0", false);
+    assert!(ok, "{text}");
     let s = Server::start(dir.path(), &map);
-    assert!(degraded(&s));
-    check_keys(&s, 600);
+    check_keys(&s, 400);
     s.stop();
 }

@@ -132,9 +132,25 @@ fn watch_aborts_exec_when_a_watched_key_changed() {
     q::<()>(&mut c, &["WATCH", "x"]);
     q::<()>(&mut other, &["EXPIRE", "x", "100"]);
     assert_eq!(exec_ping(&mut c), Value::Nil);
-    q::<()>(&mut c, &["SET", "x", "1", "PX", "30"]);
-    q::<()>(&mut c, &["WATCH", "x"]);
-    std::thread::sleep(std::time::Duration::from_millis(60));
+    // WATCH must come before the expiry: a key already gone when watched
+    // is no change the watcher could have missed, and EXEC runs. A loaded
+    // machine can take longer than the TTL between the SET and the WATCH;
+    // such a round proves nothing and is tried again.
+    let ttl = std::time::Duration::from_millis(100);
+    let mut in_time = false;
+    for _ in 0..20 {
+        let sent = std::time::Instant::now();
+        q::<()>(&mut c, &["SET", "x", "1", "PX", "100"]);
+        q::<()>(&mut c, &["WATCH", "x"]);
+        // Less 10 ms for an expiry kept in whole milliseconds.
+        if sent.elapsed() < ttl - std::time::Duration::from_millis(10) {
+            in_time = true;
+            break;
+        }
+        q::<()>(&mut c, &["UNWATCH"]);
+    }
+    assert!(in_time, "never watched a key within 90 ms of its SET");
+    std::thread::sleep(ttl + std::time::Duration::from_millis(50));
     assert_eq!(exec_ping(&mut c), Value::Nil);
     // After an EXEC, run or not, nothing is watched; UNWATCH forgets.
     q::<()>(&mut other, &["SET", "x", "2"]);

@@ -33,6 +33,7 @@ fn opts() -> WalOptions {
         replay_from: Some(1),
         truncate_corrupt: false,
         copies: 1,
+        lose_unreadable: 0,
         on_device_loss: DeviceLoss::Degrade,
     }
 }

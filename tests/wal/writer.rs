@@ -47,7 +47,7 @@ pub fn options(replay_from: Option<Lsn>, truncate_corrupt: bool) -> RecoveryOpti
         segment_size: SEGMENT,
         max_batch: MAX_BATCH as u64,
         appliance_id: APPLIANCE,
-        copies: 1,
+        lose_unreadable: 0,
     }
 }
 

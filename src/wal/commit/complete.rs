@@ -36,9 +36,15 @@ impl<Q: Queue> WalWork<Q> {
         let name = self.devs[d].name.clone();
         let left = self.live() - 1;
         let refuse = self.on_device_loss == DeviceLoss::RefuseWrites && left < self.copies;
-        if self.copies == 1 || left == 0 || refuse {
+        // Once as many devices are lost as each batch has copies, a batch
+        // acknowledged earlier (and not yet released) may have had every
+        // copy on them.
+        let lost = self.devs.len() - left;
+        if self.copies == 1 || left == 0 || refuse || lost >= self.copies {
             let policy = if refuse {
                 " (on-device-loss: refuse-writes)"
+            } else if lost >= self.copies && self.copies > 1 {
+                " (as many WAL devices lost as each batch has copies)"
             } else {
                 ""
             };

@@ -88,10 +88,14 @@ pub struct RecoveryOptions {
     pub max_batch: u64,
     /// The appliance the devices must belong to.
     pub appliance_id: u128,
-    /// Devices each batch was written to (`wal.copies`): up to one fewer
-    /// devices may fail to read, and recovery goes on from the others
-    /// (saying which were lost).
-    pub copies: usize,
+    /// Devices that may fail to read and be lost, recovery going on from
+    /// the others (saying which); 0: a device that fails to read fails
+    /// recovery. Only for a caller that knows every batch has a copy on the
+    /// devices left: recovery cannot tell a device that missed batches (one
+    /// lost in an earlier run, or back after one) from a complete one, so a
+    /// log recovered without a device may silently lack acknowledged
+    /// batches. The engine allows none.
+    pub lose_unreadable: usize,
 }
 
 /// What recovery found.
@@ -329,8 +333,8 @@ struct Scanned {
 }
 
 /// Scans every device at once, one thread each, and plans the prefix.
-/// With `copies` above one, up to `copies - 1` devices that fail to read
-/// are lost instead of failing recovery: every batch has a copy elsewhere.
+/// Up to `lose_unreadable` devices that fail to read are lost instead of
+/// failing recovery.
 fn scan_and_plan<D: Device>(
     devices: &[WalDevice<D>],
     opts: &RecoveryOptions,
@@ -358,7 +362,7 @@ fn scan_and_plan<D: Device>(
                 scans.push(scan);
                 lost.push(None);
             }
-            Err(RecoveryError::Device(e)) if failed < opts.copies.max(1) => {
+            Err(RecoveryError::Device(e)) if failed <= opts.lose_unreadable => {
                 tracing::error!(
                     "WAL device {} cannot be read ({e}): recovering the log from the copies on the other devices, and going on DEGRADED without it",
                     wd.name
