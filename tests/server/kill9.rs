@@ -483,10 +483,7 @@ fn write_then_kill(s: Server, round: u32, rng: &mut ChaCha8Rng) -> Vec<(Kind, Lo
 
 #[test]
 fn acknowledged_sync_writes_survive_sigkill() {
-    let seed = std::env::var("STRIA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(9u64);
+    let seed = seed_or(9);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let dir = tempdir();
     // Room for what five rounds write at full speed (a release build
@@ -522,6 +519,14 @@ fn acknowledged_sync_writes_survive_sigkill() {
     check(&mut c, &logs, seed);
     s.stop();
     println!("{ROUNDS} rounds in {:.1?}", started.elapsed());
+}
+
+/// `STRIA_SEED`, or `default`.
+fn seed_or(default: u64) -> u64 {
+    std::env::var("STRIA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 /// What happens to `wal1` while the server is down.
@@ -562,10 +567,7 @@ impl Damage {
 /// second kill costs nothing either.
 #[test]
 fn with_two_copies_sigkill_and_a_lost_wal_device_lose_no_acknowledged_write() {
-    let seed = std::env::var("STRIA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(11u64);
+    let seed = seed_or(11);
     let map = Map {
         backend: "uring",
         data_size: "64MiB",

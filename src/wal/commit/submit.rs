@@ -42,14 +42,20 @@ impl<Q: Queue> WalWork<Q> {
                 self.published.log_full.store(false, Ordering::SeqCst);
             }
             let (builder, first, last) = self.ready.pop_front().expect("front exists");
-            self.write_batch(builder, first, last, &to);
+            self.write_batch(builder, blocks, (first, last), &to);
             n += 1;
         }
     }
 
-    /// Writes one batch to the devices at `to` (stripe positions).
-    fn write_batch(&mut self, builder: BatchBuilder, first: Lsn, last: Lsn, to: &[usize]) {
-        let blocks = (builder.padded_len() / self.block_size as usize) as u64;
+    /// Writes one batch of `blocks` blocks, LSNs `first..=last`, to the
+    /// devices at `to` (stripe positions).
+    fn write_batch(
+        &mut self,
+        builder: BatchBuilder,
+        blocks: u64,
+        (first, last): (Lsn, Lsn),
+        to: &[usize],
+    ) {
         let fua = self.fua && self.sync_waits_in(first, last);
         let records = u64::from(builder.count());
         let id = self.next_batch;
