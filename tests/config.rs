@@ -128,6 +128,21 @@ fn wal_copies_are_at_most_the_stripe_and_the_loss_policy_is_named() {
 }
 
 #[test]
+fn the_row_cache_is_off_or_at_least_a_mebibyte() {
+    assert_eq!(parse(GOOD).unwrap().server.row_cache, 256 << 20);
+    let with = |v: &str| GOOD.to_string() + &format!("server:\n  row-cache: {v}\n");
+    assert_eq!(parse(&with("0")).unwrap().server.row_cache, 0);
+    assert_eq!(parse(&with("1GiB")).unwrap().server.row_cache, 1 << 30);
+    let err = parse(&with("64KiB")).expect_err("too small");
+    assert!(
+        err.contains("server.row-cache: 65536 bytes is below 1MiB: give at least 1MiB, or 0 to turn the cache off"),
+        "{err}"
+    );
+    let err = parse(&with("lots")).expect_err("not a size");
+    assert!(err.contains("server.row-cache"), "{err}");
+}
+
+#[test]
 fn shipped_configs_parse() {
     let root = env!("CARGO_MANIFEST_DIR");
     for name in ["local", "sim", "sim-stripe", "psync"] {

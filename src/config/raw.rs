@@ -135,6 +135,7 @@ pub struct RawServer {
     pub io_threads: Option<Leaf>,
     pub max_bulk: Option<Leaf>,
     pub max_query: Option<Leaf>,
+    pub row_cache: Option<Leaf>,
     pub metrics: Option<Leaf>,
 }
 

@@ -291,6 +291,17 @@ fn server(c: &Checker, raw: &RawConfig, memstore: &MemstoreConfig) -> Result<Ser
         }
         Ok(v)
     })?;
+    let row_cache = c.or(&s.row_cache, 256 << 20, |l| {
+        let v = c.size(l, "server.row-cache")?;
+        if v != 0 && v < 1 << 20 {
+            return Err(c.at(
+                l,
+                "server.row-cache",
+                format!("{v} bytes is below 1MiB: give at least 1MiB, or 0 to turn the cache off"),
+            ));
+        }
+        Ok(v)
+    })?;
     let metrics = match &s.metrics {
         Some(l) if l.value.trim() == "off" => None,
         Some(l) => Some(addr(l, "server.metrics")?),
@@ -303,6 +314,7 @@ fn server(c: &Checker, raw: &RawConfig, memstore: &MemstoreConfig) -> Result<Ser
         io_threads,
         max_bulk,
         max_query,
+        row_cache,
         metrics,
     })
 }

@@ -178,7 +178,7 @@ struct Loop<'a> {
 }
 
 fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
-    let shard = Rc::new(Shard::new(&shared.engine));
+    let shard = Rc::new(Shard::new(&shared.engine, shared.opts.row_cache));
     shard.busy().set_incoming(rx);
     let Parts { mut poll, notify } = parts;
     let mut lp = Loop {
@@ -428,6 +428,7 @@ impl<'a> Loop<'a> {
         self.shard.submit(&notify);
         let (keys, bytes) = self.shard.pending();
         self.shared.metrics.set_dirty(keys as u64, bytes as u64);
+        self.shared.metrics.set_rows(self.shard.row_stats());
     }
 
     /// Serves connection `i`: encodes and writes its replies, reads and

@@ -285,6 +285,12 @@ fn memory(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {
     w.kv("block_cache_blocks", c.blocks);
     w.kv("block_cache_hits", c.hits);
     w.kv("block_cache_misses", c.misses);
+    let r = server.rows();
+    w.kv("row_cache_bytes", r.bytes);
+    w.kv("row_cache_limit", r.capacity);
+    w.kv("row_cache_keys", r.entries);
+    w.kv("row_cache_hits", r.hits);
+    w.kv("row_cache_misses", r.misses);
 }
 
 fn persistence(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {

@@ -70,6 +70,8 @@ pub struct ServerOptions {
     /// The longest value (`memstore.max-value`).
     pub max_value: usize,
     pub metrics: Option<SocketAddr>,
+    /// Bytes of the shard's row cache (`server.row-cache`).
+    pub row_cache: u64,
     /// The map's file name, for INFO.
     pub config_file: String,
 }
@@ -95,6 +97,7 @@ impl ServerOptions {
             max_key: cfg.memstore.max_key as usize,
             max_value: cfg.memstore.max_value as usize,
             metrics: s.metrics,
+            row_cache: s.row_cache,
             config_file: cfg.source.clone(),
         }
     }

@@ -88,6 +88,29 @@ fn metrics_count_the_commands_served() {
     let records = sample(&body, "stria_wal_records_total").unwrap_or(0.0);
     assert!(records >= 25.0, "{body}");
     assert!(body.contains("stria_connected_clients"), "{body}");
+    // Each GET read a key its SET left clean: the row cache answered.
+    assert!(
+        sample(&body, "stria_row_cache_hits_total").unwrap_or(0.0) >= 7.0,
+        "{body}"
+    );
+    assert!(
+        sample(&body, "stria_row_cache_keys").unwrap_or(0.0) >= 7.0,
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, "stria_row_cache_limit_bytes"),
+        Some(f64::from(256u32 << 20)),
+        "{body}"
+    );
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {info}"))
+    };
+    assert!(field("row_cache_hits") >= 7, "{info}");
+    assert!(field("row_cache_bytes") > 0, "{info}");
+    assert_eq!(field("row_cache_limit"), 256 << 20, "{info}");
 
     let (status, _) = http_get(m, "/nope");
     assert!(status.starts_with("HTTP/1.1 404"), "{status}");

@@ -26,6 +26,7 @@ pub fn options() -> ServerOptions {
         max_key: 1024,
         max_value: 4096,
         metrics: None,
+        row_cache: 1 << 20,
         config_file: "test".into(),
     }
 }
@@ -43,7 +44,7 @@ pub fn shared_on(devs: &EngineDevices<SimDevice>) -> Result<Shared, String> {
 
 /// A shard of `shared` and a connection (client `id`) on it.
 pub fn conn_on(shared: &Shared, id: u64) -> (Rc<Shard<'_>>, Conn<'_>) {
-    let shard = Rc::new(Shard::new(&shared.engine));
+    let shard = Rc::new(Shard::new(&shared.engine, shared.opts.row_cache));
     let conn = Conn::new(shared, Arc::new(Client::detached(id)), shard.clone());
     (shard, conn)
 }

@@ -1,5 +1,6 @@
 //! Connections, bytes and per-command calls, errors and latency histograms.
 
+use crate::server::shard::RowStats;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -273,6 +274,8 @@ pub struct ServerMetrics {
     /// the memstores, and the bytes they hold.
     dirty_keys: AtomicU64,
     dirty_bytes: AtomicU64,
+    /// The shard's row cache: capacity, bytes, keys, hits, misses.
+    rows: [AtomicU64; 5],
     pub(super) commands: Box<[CommandCounters]>,
     index: HashMap<&'static str, usize>,
     sampler: Mutex<Sampler>,
@@ -340,6 +343,7 @@ impl ServerMetrics {
             lua_memory: AtomicU64::new(0),
             dirty_keys: AtomicU64::new(0),
             dirty_bytes: AtomicU64::new(0),
+            rows: Default::default(),
             commands,
             index,
             sampler: Mutex::new(Sampler::default()),
@@ -425,6 +429,27 @@ impl ServerMetrics {
             self.dirty_keys.load(Relaxed),
             self.dirty_bytes.load(Relaxed),
         )
+    }
+
+    /// The shard's row cache, as of its last turn.
+    pub fn set_rows(&self, r: RowStats) {
+        let values = [r.capacity, r.bytes, r.entries, r.hits, r.misses];
+        for (a, v) in self.rows.iter().zip(values) {
+            a.store(v, Relaxed);
+        }
+    }
+
+    /// The shard's row cache.
+    pub fn rows(&self) -> RowStats {
+        let [capacity, bytes, entries, hits, misses] =
+            self.rows.each_ref().map(|a| a.load(Relaxed));
+        RowStats {
+            capacity,
+            bytes,
+            entries,
+            hits,
+            misses,
+        }
     }
 
     /// A connection was refused (too many clients); it is not counted as

@@ -197,6 +197,37 @@ pub(super) fn render_server(t: &mut Text, s: &ServerMetrics) {
         "Bytes the shard's dirty keys hold (keys, values and 64 bytes each).",
         dirty_bytes,
     );
+    let r = s.rows();
+    t.single(
+        "row_cache_bytes",
+        "gauge",
+        "Bytes of keys and values in the shard's row cache (64 bytes each beside).",
+        r.bytes,
+    );
+    t.single(
+        "row_cache_limit_bytes",
+        "gauge",
+        "What the row cache may hold (server.row-cache).",
+        r.capacity,
+    );
+    t.single(
+        "row_cache_keys",
+        "gauge",
+        "Keys in the row cache, with a value or known to have none.",
+        r.entries,
+    );
+    t.single(
+        "row_cache_hits_total",
+        "counter",
+        "Reads of a clean key the row cache answered.",
+        r.hits,
+    );
+    t.single(
+        "row_cache_misses_total",
+        "counter",
+        "Reads of a clean key the row cache did not hold, which the engine answered.",
+        r.misses,
+    );
     t.single(
         "connections_received_total",
         "counter",

@@ -42,7 +42,7 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
     let devs2: EngineDevices<SimDevice>;
     {
         let engine = testing::open_any(&devs);
-        let shard = Shard::new(&engine);
+        let shard = Shard::new(&engine, 1 << 20);
         let mut waiting: Vec<(usize, i64, Deps<'_>)> = Vec::new();
         let ops = rng.random_range(1..2_000);
         for _ in 0..ops {

@@ -31,6 +31,8 @@ use crate::wal::{Notify, Ticket};
 use blocking::Blocking;
 use busy::Busy;
 use pubsub::PubSub;
+pub use rows::RowStats;
+use rows::Rows;
 use tracking::Tracking;
 use watch::Watches;
 
@@ -191,6 +193,8 @@ pub struct Shard<'a> {
     next_seq: std::cell::Cell<u64>,
     /// What the dirty keys hold, by [`dirty_bytes`].
     dirty_bytes: std::cell::Cell<usize>,
+    /// Clean keys read or written lately, with their values.
+    rows: Rows,
     /// The keys connections watch.
     watches: RefCell<Watches>,
     /// The clients blocked on keys.
@@ -214,7 +218,8 @@ fn dirty_bytes(key: &[u8], value: Option<&Rc<Vec<u8>>>) -> usize {
 }
 
 impl<'a> Shard<'a> {
-    pub fn new(engine: &'a ServerEngine) -> Shard<'a> {
+    /// A shard with a row cache of `row_cache` bytes (0: none).
+    pub fn new(engine: &'a ServerEngine, row_cache: u64) -> Shard<'a> {
         Shard {
             engine,
             dirty: RefCell::new(BTreeMap::new()),
@@ -222,6 +227,7 @@ impl<'a> Shard<'a> {
             flight: RefCell::new(VecDeque::new()),
             next_seq: std::cell::Cell::new(0),
             dirty_bytes: std::cell::Cell::new(0),
+            rows: Rows::new(row_cache),
             watches: RefCell::new(Watches::default()),
             blocking: RefCell::new(Blocking::default()),
             pubsub: RefCell::new(PubSub::default()),
@@ -333,7 +339,17 @@ impl<'a> Shard<'a> {
             deps.merge(&d.deps);
             return Ok(d.value.as_deref().cloned());
         }
-        self.engine.get(key)
+        if let Some(row) = self.rows.get(key) {
+            return Ok(row.as_deref().cloned());
+        }
+        let found = self.engine.get(key)?;
+        self.rows.fill(key, found.as_deref());
+        Ok(found)
+    }
+
+    /// What the row cache holds and has served.
+    pub fn row_stats(&self) -> RowStats {
+        self.rows.stats()
     }
 
     /// Applies `writes` (one command's) at once and queues them for the
@@ -372,6 +388,7 @@ impl<'a> Shard<'a> {
         let mut queued = b.writes.borrow_mut();
         let mut bytes = self.dirty_bytes.get();
         for (k, v) in writes {
+            self.rows.forget(&k);
             let v = v.map(Rc::new);
             bytes += dirty_bytes(&k, v.as_ref());
             let old = dirty.insert(
@@ -573,11 +590,15 @@ impl<'a> Shard<'a> {
             // (a command at one level read a key written at the other):
             // the references go with the batch, so neither outlives it.
             *b.deps.borrow_mut() = Deps::default();
-            for k in std::mem::take(&mut *b.keys.borrow_mut()).iter() {
-                if dirty.get(k).is_some_and(|d| Rc::ptr_eq(&d.batch, b)) {
-                    let d = dirty.remove(k).expect("present");
+            for k in std::mem::take(&mut *b.keys.borrow_mut()) {
+                if dirty.get(&k).is_some_and(|d| Rc::ptr_eq(&d.batch, b)) {
+                    let d = dirty.remove(&k).expect("present");
                     self.dirty_bytes
-                        .set(self.dirty_bytes.get() - dirty_bytes(k, d.value.as_ref()));
+                        .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
+                    if !failed {
+                        // The engine holds this write now.
+                        self.rows.put(k, d.value);
+                    }
                 }
             }
             false
@@ -605,6 +626,7 @@ pub(crate) mod crash_tests;
 #[cfg(test)]
 mod prefix_tests;
 pub mod pubsub;
+mod rows;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod tracking;

@@ -39,7 +39,7 @@ fn run(seed: u64) -> Result<(), String> {
     let devs2: EngineDevices<SimDevice>;
     {
         let engine = testing::open_any(&devs);
-        let shard = Shard::new(&engine);
+        let shard = Shard::new(&engine, 1 << 20);
         let mut waiting: Vec<(u64, Deps<'_>)> = Vec::new();
         for _ in 0..rng.random_range(1..1_500) {
             let seq = history.len() as u64 + 1;

@@ -47,7 +47,7 @@ fn put(k: &str, v: &str) -> Write {
 #[test]
 fn a_read_of_a_dirty_key_waits_for_its_write_and_the_engine_has_it_after() {
     let engine = testing::any_engine();
-    let shard = Shard::new(&engine);
+    let shard = Shard::new(&engine, 1 << 20);
     let mut writer = Deps::default();
     shard.write(Durability::Sync, vec![put("k", "1")], &mut writer);
     // Applied at once: a reader sees it, and depends on it.
@@ -71,7 +71,7 @@ fn a_read_of_a_dirty_key_waits_for_its_write_and_the_engine_has_it_after() {
 #[test]
 fn what_a_write_read_is_what_its_readers_wait_for() {
     let engine = testing::any_engine();
-    let shard = Shard::new(&engine);
+    let shard = Shard::new(&engine, 1 << 20);
     // A `sync` counter; an INCR at `none` reads it and writes it: its
     // readers wait for the `sync` write, not for the `none` one.
     let mut a = Deps::default();
@@ -102,7 +102,7 @@ fn a_scan_sees_dirty_puts_and_deletes_in_order_and_whole() {
         .map(|k| (&k[..], Some(&b"old"[..])))
         .collect();
     engine.write_batch(&writes, None).unwrap();
-    let shard = Shard::new(&engine);
+    let shard = Shard::new(&engine, 1 << 20);
     let mut w = Deps::default();
     shard.write(
         Durability::Write,
@@ -143,7 +143,7 @@ fn a_scan_sees_dirty_puts_and_deletes_in_order_and_whole() {
 #[test]
 fn nothing_of_a_turn_is_kept_once_it_is_acknowledged() {
     let engine = testing::any_engine();
-    let shard = Shard::new(&engine);
+    let shard = Shard::new(&engine, 1 << 20);
     // Batches of one turn at two levels that read each other's keys.
     let mut one = Deps::default();
     shard.write(Durability::Sync, vec![put("s1", "1")], &mut one);
@@ -173,7 +173,7 @@ fn nothing_of_a_turn_is_kept_once_it_is_acknowledged() {
 #[test]
 fn a_none_write_over_a_write_on_its_way_stays_the_newest() {
     let engine = testing::any_engine();
-    let shard = Shard::new(&engine);
+    let shard = Shard::new(&engine, 1 << 20);
     let mut a = Deps::default();
     shard.write(Durability::Sync, vec![put("k", "a")], &mut a);
     let mut b = Deps::default();
@@ -185,4 +185,82 @@ fn a_none_write_over_a_write_on_its_way_stays_the_newest() {
     settle(&shard, &a);
     drain(&shard);
     assert_eq!(engine.get(b"k").unwrap(), Some(b"b".to_vec()));
+}
+
+#[test]
+fn the_row_cache_answers_clean_keys_with_what_the_engine_holds() {
+    let engine = testing::any_engine();
+    engine
+        .write_batch(&[(&b"a"[..], Some(&b"old"[..]))], None)
+        .unwrap();
+    let shard = Shard::new(&engine, 1 << 20);
+    let engine_gets = || engine.stats().gets;
+    let read = |k: &[u8]| {
+        let mut deps = Deps::default();
+        let v = shard.get(k, &mut deps).unwrap();
+        (v, deps.is_empty())
+    };
+    // Misses fill it, a value or an absence; then it answers alone.
+    assert_eq!(read(b"a"), (Some(b"old".to_vec()), true));
+    assert_eq!(read(b"none"), (None, true));
+    let before = engine_gets();
+    assert_eq!(read(b"a"), (Some(b"old".to_vec()), true));
+    assert_eq!(read(b"none"), (None, true));
+    assert_eq!(engine_gets(), before);
+    assert_eq!((shard.row_stats().hits, shard.row_stats().misses), (2, 2));
+    // A write: the dirty table answers, and the reader waits for it.
+    let mut w = Deps::default();
+    shard.write(
+        Durability::Sync,
+        vec![put("a", "new"), put("none", "now")],
+        &mut w,
+    );
+    assert_eq!(read(b"a"), (Some(b"new".to_vec()), false));
+    shard.submit(&notify());
+    drain(&shard);
+    // Clean again: the cache has the write, as the engine does.
+    let before = engine_gets();
+    assert_eq!(read(b"a"), (Some(b"new".to_vec()), true));
+    assert_eq!(read(b"none"), (Some(b"now".to_vec()), true));
+    assert_eq!(engine_gets(), before);
+    assert_eq!(engine.get(b"a").unwrap(), Some(b"new".to_vec()));
+    // A delete is cached as an absence.
+    let mut d = Deps::default();
+    shard.write(Durability::Write, vec![(b"a".to_vec(), None)], &mut d);
+    shard.submit(&notify());
+    drain(&shard);
+    assert_eq!(read(b"a"), (None, true));
+    assert_eq!(engine.get(b"a").unwrap(), None);
+}
+
+#[test]
+fn a_failed_write_leaves_the_row_cache_to_the_engine() {
+    let devices = testing::sim_devices(&testing::model(0));
+    let engine = testing::open_any(&devices);
+    engine
+        .write_batch(&[(&b"k"[..], Some(&b"old"[..]))], None)
+        .unwrap();
+    let shard = Shard::new(&engine, 1 << 20);
+    let mut r = Deps::default();
+    assert_eq!(shard.get(b"k", &mut r).unwrap(), Some(b"old".to_vec()));
+    // Every WAL device gone: the write fails.
+    for d in &devices.wal {
+        d.vanish();
+    }
+    let mut w = Deps::default();
+    shard.write(Durability::Sync, vec![put("k", "lost")], &mut w);
+    shard.submit(&notify());
+    let until = Instant::now() + Duration::from_secs(10);
+    while shard.pending().0 > 0 {
+        assert!(Instant::now() < until, "the write never ended");
+        std::thread::sleep(Duration::from_millis(1));
+        shard.retire();
+    }
+    assert!(w.failure().is_some(), "the write failed");
+    let mut r = Deps::default();
+    assert_eq!(
+        shard.get(b"k", &mut r).unwrap(),
+        Some(b"old".to_vec()),
+        "the engine's value, not the failed write's"
+    );
 }

@@ -1,0 +1,196 @@
+//! The shard's row cache: clean engine keys (their newest write is in the
+//! engine) with their values, or their absence. A read of a hot key (a
+//! GET, a collection's metadata, an element) is then one hash probe,
+//! where the engine would search the region's memstores, probe a bloom
+//! filter per block file and decode entries of a block. RocksDB's
+//! `row_cache` does the same below its memtables; here it sits above the
+//! dirty table, so it only ever holds what the engine holds.
+//!
+//! It is kept exact because the shard is the only writer of the keys it
+//! caches: a write removes its key (the dirty table answers from then
+//! on), and the key comes back, with the value the engine now has, when
+//! the write leaves the dirty table. The server's own keys (`00 00
+//! stria:...`), which the clock and the version reservations write to
+//! the engine directly, are never cached. A failed write leaves its key
+//! out: the next read asks the engine.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use quick_cache::unsync::Cache;
+use quick_cache::Weighter;
+
+/// Bytes an entry costs beyond its key and value (the cache's slot, the
+/// value's allocation).
+const OVERHEAD: u64 = 64;
+
+/// What a cached key holds: its value, or `None` when it has none.
+/// (Shared with the dirty table's value when a write leaves it.)
+pub type Row = Option<Rc<Vec<u8>>>;
+
+fn weight(key: &[u8], row: &Row) -> u64 {
+    key.len() as u64 + row.as_ref().map_or(0, |v| v.len() as u64) + OVERHEAD
+}
+
+#[derive(Clone)]
+struct Weight;
+
+impl Weighter<Vec<u8>, Row> for Weight {
+    fn weight(&self, key: &Vec<u8>, row: &Row) -> u64 {
+        weight(key, row)
+    }
+}
+
+/// The cache, off when its capacity is 0.
+pub struct Rows {
+    cache: Option<RefCell<Cache<Vec<u8>, Row, Weight>>>,
+    /// The largest entry it takes: a value that would push out many
+    /// others is read from the engine.
+    max_entry: u64,
+    hits: Cell<u64>,
+    misses: Cell<u64>,
+}
+
+/// What INFO and `/metrics` report of the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowStats {
+    pub capacity: u64,
+    pub bytes: u64,
+    pub entries: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl Rows {
+    /// A cache of at most `capacity` bytes (by [`Weight`]); 0: none.
+    pub fn new(capacity: u64) -> Rows {
+        let cache = (capacity > 0).then(|| {
+            // Estimated entries, for the table's first size only.
+            let items = (capacity / 512).clamp(16, 1 << 20) as usize;
+            RefCell::new(Cache::with_weighter(items, capacity, Weight))
+        });
+        Rows {
+            cache,
+            max_entry: (capacity / 16).min(1 << 20),
+            hits: Cell::new(0),
+            misses: Cell::new(0),
+        }
+    }
+
+    /// Whether `key` is one the cache may hold.
+    fn cacheable(key: &[u8]) -> bool {
+        !key.starts_with(&[0, 0])
+    }
+
+    /// `key`'s cached row: `Some(None)` when it is known to have no value,
+    /// `None` when it is not cached.
+    pub fn get(&self, key: &[u8]) -> Option<Row> {
+        let cache = self.cache.as_ref()?;
+        if !Rows::cacheable(key) {
+            return None;
+        }
+        match cache.borrow().get(key) {
+            Some(row) => {
+                self.hits.set(self.hits.get() + 1);
+                Some(row.clone())
+            }
+            None => {
+                self.misses.set(self.misses.get() + 1);
+                None
+            }
+        }
+    }
+
+    /// Remembers what the engine holds for `key`: `value`, or nothing.
+    pub fn fill(&self, key: &[u8], value: Option<&[u8]>) {
+        if self.cache.is_some() && Rows::cacheable(key) {
+            self.put(key.to_vec(), value.map(|v| Rc::new(v.to_vec())));
+        }
+    }
+
+    /// Remembers `row` for `key`, whose write is now the engine's.
+    pub fn put(&self, key: Vec<u8>, row: Row) {
+        let Some(cache) = &self.cache else { return };
+        if !Rows::cacheable(&key) {
+            return;
+        }
+        let mut cache = cache.borrow_mut();
+        if weight(&key, &row) > self.max_entry {
+            cache.remove(&key);
+            return;
+        }
+        cache.insert(key, row);
+    }
+
+    /// Forgets `key`: it has been written, and the dirty table answers.
+    pub fn forget(&self, key: &[u8]) {
+        if let Some(cache) = &self.cache {
+            cache.borrow_mut().remove(key);
+        }
+    }
+
+    pub fn stats(&self) -> RowStats {
+        let (bytes, entries, capacity) = match &self.cache {
+            Some(c) => {
+                let c = c.borrow();
+                (c.weight(), c.len() as u64, c.capacity())
+            }
+            None => (0, 0, 0),
+        };
+        RowStats {
+            capacity,
+            bytes,
+            entries,
+            hits: self.hits.get(),
+            misses: self.misses.get(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_hold_values_and_absences_until_forgotten() {
+        let rows = Rows::new(1 << 20);
+        assert_eq!(rows.get(b"k"), None);
+        rows.fill(b"k", Some(b"v"));
+        rows.fill(b"gone", None);
+        assert_eq!(rows.get(b"k"), Some(Some(Rc::new(b"v".to_vec()))));
+        assert_eq!(rows.get(b"gone"), Some(None));
+        rows.forget(b"k");
+        assert_eq!(rows.get(b"k"), None);
+        let s = rows.stats();
+        assert_eq!((s.hits, s.misses, s.entries), (2, 2, 1));
+    }
+
+    #[test]
+    fn the_servers_own_keys_and_huge_values_are_never_cached() {
+        let rows = Rows::new(1 << 20);
+        rows.fill(b"\0\0stria:versions", Some(b"7"));
+        assert_eq!(rows.get(b"\0\0stria:versions"), None);
+        rows.fill(b"big", Some(&[1; 1 << 17]));
+        assert_eq!(rows.get(b"big"), None);
+        rows.fill(b"big", Some(b"small"));
+        rows.fill(b"big", Some(&[1; 1 << 17]));
+        assert_eq!(rows.get(b"big"), None, "a huge value replaces a cached one");
+    }
+
+    #[test]
+    fn a_cache_of_no_bytes_is_off() {
+        let rows = Rows::new(0);
+        rows.fill(b"k", Some(b"v"));
+        assert_eq!(rows.get(b"k"), None);
+        assert_eq!(rows.stats(), RowStats::default());
+    }
+
+    #[test]
+    fn the_cache_stays_within_its_bytes() {
+        let rows = Rows::new(64 << 10);
+        for i in 0..10_000u32 {
+            rows.fill(&i.to_be_bytes(), Some(&[0; 100]));
+        }
+        assert!(rows.stats().bytes <= 64 << 10, "{:?}", rows.stats());
+    }
+}
