@@ -176,6 +176,9 @@ pub struct Conn<'a> {
     /// read at.
     pub user: Arc<super::acl::user::User>,
     pub user_generation: u64,
+    /// Whether that user may run every command on every key and channel,
+    /// so a command needs no ACL check.
+    pub user_open: bool,
     /// Whether the running command is a script's `redis.call` (MONITOR
     /// shows it as `lua`).
     pub scripting: bool,
@@ -210,6 +213,7 @@ impl<'a> Conn<'a> {
             reading: false,
             user: shared.acl.get("default").expect("the default user"),
             user_generation: shared.acl.generation(),
+            user_open: false,
             scripting: false,
             tx: None,
             watching: Vec::new(),
