@@ -589,7 +589,8 @@ fn run(command: Command) -> Result<ExitCode, String> {
         Command::Scrub { config } => {
             let (cfg, _) = locate(config.as_ref())?;
             let (engine, opened) =
-                stria::engine::Engine::open_config(&cfg).map_err(|e| e.to_string())?;
+                stria::engine::Engine::open_config(&cfg.without_background_scrub())
+                    .map_err(|e| e.to_string())?;
             println!("opened: {opened}");
             let report = engine.scrub();
             print!("{report}");

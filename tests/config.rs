@@ -1,6 +1,7 @@
 //! Configuration: the shipped maps parse, and every kind of bad input gets its
 //! one-line error naming the file, the line and column, and the field.
 
+use std::time::Duration;
 use stria::config::{
     BackendConfig, Config, DeviceLoss, Durability, IdlePolicy, Origin, Role, SpdkConfig,
 };
@@ -140,6 +141,46 @@ fn the_row_cache_is_off_or_at_least_a_mebibyte() {
     );
     let err = parse(&with("lots")).expect_err("not a size");
     assert!(err.contains("server.row-cache"), "{err}");
+}
+
+#[test]
+fn the_background_scrub_has_a_rate_and_a_period() {
+    let cfg = parse(GOOD).unwrap();
+    assert_eq!(cfg.flush.scrub_rate, 16 << 20);
+    assert_eq!(cfg.flush.scrub_every, Duration::from_secs(24 * 3600));
+    let with = |v: &str| GOOD.to_string() + &format!("flush:\n{v}");
+    let cfg = parse(&with("  scrub-rate: 0\n  scrub-every: 6h\n")).unwrap();
+    assert_eq!(cfg.flush.scrub_rate, 0);
+    assert_eq!(cfg.flush.scrub_every, Duration::from_secs(6 * 3600));
+    assert_eq!(
+        parse(&with("  scrub-rate: 1MiB\n"))
+            .unwrap()
+            .without_background_scrub()
+            .flush
+            .scrub_rate,
+        0
+    );
+    for (bad, says) in [
+        (
+            "  scrub-rate: 1KiB\n",
+            "flush.scrub-rate: 1024 bytes a second is below 64KiB",
+        ),
+        (
+            "  scrub-rate: fast\n",
+            "flush.scrub-rate: \"fast\" is not a size",
+        ),
+        (
+            "  scrub-every: often\n",
+            "flush.scrub-every: \"often\" is not a duration",
+        ),
+        (
+            "  scrub-every: 10ms\n",
+            "flush.scrub-every: \"10ms\" is below one second",
+        ),
+    ] {
+        let err = parse(&with(bad)).expect_err(bad);
+        assert!(err.contains(says), "{bad}: {err}");
+    }
 }
 
 #[test]

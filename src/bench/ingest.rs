@@ -435,7 +435,8 @@ pub fn ingest(
     opened: impl FnOnce(&str),
 ) -> Result<IngestReport, IngestError> {
     opts.check()?;
-    let (engine, report): (Engine<AnyDevice>, _) = Engine::open_config(cfg)?;
+    let (engine, report): (Engine<AnyDevice>, _) =
+        Engine::open_config(&cfg.without_background_scrub())?;
     let open = report.to_string();
     opened(&open);
     let run = run_clients(&engine, opts)?;
@@ -570,7 +571,8 @@ pub fn verify(
         window: 1,
     }
     .check()?;
-    let (engine, report): (Engine<AnyDevice>, _) = Engine::open_config(cfg)?;
+    let (engine, report): (Engine<AnyDevice>, _) =
+        Engine::open_config(&cfg.without_background_scrub())?;
     let open = report.to_string();
     opened(&open);
     let started = Instant::now();

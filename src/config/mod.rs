@@ -451,6 +451,12 @@ pub struct FlushConfig {
     /// Bytes of data blocks kept in memory for point lookups
     /// (`block-cache`, 256MiB; 0 turns the cache off).
     pub block_cache: u64,
+    /// Bytes a second the background scrub reads back and checks
+    /// (`scrub-rate`, 16MiB; 0 turns it off).
+    pub scrub_rate: u64,
+    /// A scrub pass over every block file starts at most this often
+    /// (`scrub-every`, 24h).
+    pub scrub_every: std::time::Duration,
 }
 
 /// The network front end.
@@ -503,6 +509,15 @@ impl Config {
             return Ok((Config::load(installed)?, Origin::Installed));
         }
         Ok((Config::embedded_default(), Origin::Embedded))
+    }
+
+    /// The map without its background scrub: benches and offline tools
+    /// (`stria scrub` reads everything itself) open the engine for a
+    /// while, and a scrub's reads would only skew what they measure.
+    pub fn without_background_scrub(&self) -> Config {
+        let mut c = self.clone();
+        c.flush.scrub_rate = 0;
+        c
     }
 
     /// The embedded default, `conf/local.yaml`.

@@ -124,6 +124,8 @@ pub struct RawFlush {
     pub compact_at: Option<Leaf>,
     pub manifest_size: Option<Leaf>,
     pub block_cache: Option<Leaf>,
+    pub scrub_rate: Option<Leaf>,
+    pub scrub_every: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

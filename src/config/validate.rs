@@ -1023,6 +1023,37 @@ fn flush(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<Flush
         }
         Ok(n)
     })?;
+    let scrub_rate = c.or(&f.scrub_rate, 16 << 20, |l| {
+        let n = c.size(l, "flush.scrub-rate")?;
+        if n != 0 && n < 64 << 10 {
+            return Err(c.at(
+                l,
+                "flush.scrub-rate",
+                format!("{n} bytes a second is below 64KiB: a pass would never end; give 0 to turn the scrub off"),
+            ));
+        }
+        Ok(n)
+    })?;
+    let scrub_every = c.or(
+        &f.scrub_every,
+        std::time::Duration::from_secs(24 * 3600),
+        |l| {
+            let text = l.value.trim();
+            match humantime::parse_duration(text) {
+                Ok(d) if d >= std::time::Duration::from_secs(1) => Ok(d),
+                Ok(_) => Err(c.at(
+                    l,
+                    "flush.scrub-every",
+                    format!("{text:?} is below one second"),
+                )),
+                Err(_) => Err(c.at(
+                    l,
+                    "flush.scrub-every",
+                    format!("{text:?} is not a duration (use 30s, 6h, 1d, ...)"),
+                )),
+            }
+        },
+    )?;
     Ok(FlushConfig {
         devices: devs,
         block_size,
@@ -1030,6 +1061,8 @@ fn flush(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<Flush
         compact_at,
         manifest_size,
         block_cache,
+        scrub_rate,
+        scrub_every,
     })
 }
 

@@ -63,6 +63,7 @@ mod read;
 mod region;
 mod sched;
 mod scrub;
+mod scrubber;
 mod stats;
 mod store;
 mod write;
@@ -75,6 +76,7 @@ pub use error::{EngineError, Result};
 pub use filter::{CompactionFilter, FilterFactory};
 pub use open::{EngineDevices, OpenReport};
 pub use scrub::{ScrubFinding, ScrubReport};
+pub use scrubber::{ScrubOptions, ScrubProgress};
 pub use stats::{EngineStats, FlushReactorStats};
 pub use write::Pending;
 
@@ -118,6 +120,8 @@ pub struct EngineOptions {
     /// Bytes per write request of a flush, and how many are in flight.
     pub flush_chunk: usize,
     pub flush_depth: usize,
+    /// The background scrub of block files.
+    pub scrub: ScrubOptions,
     pub wal: WalOptions,
     pub wal_reactor: ReactorConfig,
     /// One flush reactor each.
@@ -154,6 +158,10 @@ impl EngineOptions {
             extent_unit: 64 << 10,
             flush_chunk: 1 << 20,
             flush_depth: 4,
+            scrub: ScrubOptions {
+                rate: cfg.flush.scrub_rate,
+                every: cfg.flush.scrub_every,
+            },
             wal: WalOptions::from_config(&cfg.wal, appliance_id),
             wal_reactor: ReactorConfig::pinned("wal", cfg.reactors.wal[0], &cfg.reactors),
             flush_reactors: cfg
@@ -172,6 +180,7 @@ impl EngineOptions {
 pub struct Engine<D: Device<Queue: Send> + Clone> {
     inner: Arc<Inner<D>>,
     flushers: Vec<JoinHandle<()>>,
+    scrubber: Option<JoinHandle<()>>,
     /// Exclusive locks on the map's file devices while the engine is open
     /// (see [`Engine::open_config`]); released when it is dropped.
     _locks: Vec<std::fs::File>,
@@ -206,6 +215,7 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     failed: Mutex<Option<String>>,
     counters: Counters,
     filter: Mutex<Option<FilterFactory>>,
+    scrub: scrubber::ScrubState,
 }
 
 impl<D: Device<Queue: Send> + Clone> Inner<D> {
@@ -319,6 +329,12 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
 
 impl<D: Device<Queue: Send> + Clone> Drop for Engine<D> {
     fn drop(&mut self) {
+        self.inner.scrub.stop();
+        if let Some(h) = self.scrubber.take() {
+            if h.join().is_err() {
+                tracing::error!("the background scrub panicked");
+            }
+        }
         self.inner.sched.stop();
         self.inner.memory.wake_all();
         for h in self.flushers.drain(..) {

@@ -9,7 +9,7 @@ use super::region::Region;
 use super::sched::Scheduler;
 use super::stats::Counters;
 use super::store::{Store, TableHandle};
-use super::{flush, Engine, EngineOptions, Inner};
+use super::{flush, scrubber, Engine, EngineOptions, Inner};
 use crate::config::{Config, Role, RESERVED_BYTES};
 use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
@@ -335,6 +335,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             relieved_at: AtomicU64::new(0),
             failed: Mutex::new(None),
             filter: Mutex::new(None),
+            scrub: Default::default(),
             counters: Counters::new(data_devices, opts.flush_reactors.len()),
             wal,
             wal_devices: devices.wal.clone(),
@@ -343,9 +344,12 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         // Segments below the replay point hold nothing the memstores need.
         inner.wal.release(replay_from - 1);
         let flushers = flush::spawn(&inner)?;
+        let scrubber = scrubber::spawn(&inner, inner.opts.scrub)
+            .map_err(|e| EngineError::Layout(format!("cannot start the background scrub: {e}")))?;
         let engine = Engine {
             inner,
             flushers,
+            scrubber,
             _locks: Vec::new(),
         };
         let (mut replayed, mut skipped) = (0, 0);

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use super::store::TableHandle;
 use super::Engine;
 use crate::device::Device;
 use crate::table::{KeyDisplay, Table};
@@ -47,46 +48,83 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         for region in &self.inner.region {
             for t in &region.view().tables {
                 report.files += 1;
-                let f = &t.file;
-                match Table::verify(&t.source(), f.len) {
-                    Ok(v) => {
-                        report.blocks += v.blocks;
-                        report.bytes += v.bytes;
-                        for b in v.bad {
-                            let (device, lba) = t.lba_of(b.offset);
-                            let after = b.after.map_or("the file's start".to_string(), |k| {
-                                format!("{:?}", KeyDisplay(k))
-                            });
-                            report.bad.push(ScrubFinding {
-                                file: f.id,
-                                region: f.region,
-                                device,
-                                lba,
-                                keys: format!("after {after} up to {:?}", KeyDisplay(b.last)),
-                                what: b.error.to_string(),
-                            });
-                        }
-                    }
-                    Err(e) => {
-                        let (device, lba) = t.lba_of(0);
-                        report.bad.push(ScrubFinding {
-                            file: f.id,
-                            region: f.region,
-                            device,
-                            lba,
-                            keys: format!(
-                                "the whole file, {:?} to {:?}",
-                                KeyDisplay(f.min_key.clone()),
-                                KeyDisplay(f.max_key.clone())
-                            ),
-                            what: e.to_string(),
-                        });
-                    }
-                }
+                let checked = check(t, &mut |_| true);
+                report.blocks += checked.blocks;
+                report.bytes += checked.bytes;
+                report.bad.extend(checked.bad);
             }
         }
         report.elapsed = started.elapsed();
         report
+    }
+}
+
+/// What reading one block file back found.
+pub(super) struct Checked {
+    pub blocks: u64,
+    pub bytes: u64,
+    pub bad: Vec<ScrubFinding>,
+}
+
+/// Reads and checks every block of `t`, calling `pace` before each data
+/// block (see [`Table::verify_paced`]).
+pub(super) fn check<D: Device<Queue: Send>>(
+    t: &TableHandle<D>,
+    pace: &mut dyn FnMut(u64) -> bool,
+) -> Checked {
+    let f = &t.file;
+    match Table::verify_paced(&t.source(), f.len, pace) {
+        Ok(v) => Checked {
+            blocks: v.blocks,
+            bytes: v.bytes,
+            bad: v
+                .bad
+                .into_iter()
+                .map(|b| {
+                    let (device, lba) = t.lba_of(b.offset);
+                    let after = b.after.map_or("the file's start".to_string(), |k| {
+                        format!("{:?}", KeyDisplay(k))
+                    });
+                    ScrubFinding {
+                        file: f.id,
+                        region: f.region,
+                        device,
+                        lba,
+                        keys: format!("after {after} up to {:?}", KeyDisplay(b.last)),
+                        what: b.error.to_string(),
+                    }
+                })
+                .collect(),
+        },
+        Err(e) => {
+            let (device, lba) = t.lba_of(0);
+            Checked {
+                blocks: 0,
+                bytes: 0,
+                bad: vec![ScrubFinding {
+                    file: f.id,
+                    region: f.region,
+                    device,
+                    lba,
+                    keys: format!(
+                        "the whole file, {:?} to {:?}",
+                        KeyDisplay(f.min_key.clone()),
+                        KeyDisplay(f.max_key.clone())
+                    ),
+                    what: e.to_string(),
+                }],
+            }
+        }
+    }
+}
+
+impl fmt::Display for ScrubFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "block file {} (region {}) on {} at LBA {}: {}; keys {} cannot be read (no second copy to repair from)",
+            self.file, self.region, self.device, self.lba, self.what, self.keys
+        )
     }
 }
 
@@ -102,11 +140,7 @@ impl fmt::Display for ScrubReport {
             self.bad.len()
         )?;
         for b in &self.bad {
-            writeln!(
-                f,
-                "  BAD: block file {} (region {}) on {} at LBA {}: {}; keys {} cannot be read (no second copy to repair from)",
-                b.file, b.region, b.device, b.lba, b.what, b.keys
-            )?;
+            writeln!(f, "  BAD: {b}")?;
         }
         Ok(())
     }

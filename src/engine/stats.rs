@@ -60,6 +60,8 @@ pub struct EngineStats {
     pub bloom_false_positives: u64,
     /// The block cache of point lookups.
     pub block_cache: CacheStats,
+    /// The background scrub.
+    pub scrub: super::ScrubProgress,
     pub memory: MemoryStats,
     /// Per region: memstore bytes (active and frozen) and block files.
     pub region_bytes: Vec<u64>,
@@ -177,6 +179,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             compaction_filtered: load(&c.flush.compaction_filtered),
             bloom_false_positives: load(&c.bloom_false),
             block_cache: i.store.cache.stats(),
+            scrub: i.scrub.progress(),
             memory: i.memory.stats(),
             region_bytes,
             region_files,

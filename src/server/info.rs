@@ -26,6 +26,7 @@ const ORDER: &[&str] = &[
     "wal",
     "memstore",
     "devices",
+    "scrub",
     "reactors",
     "commandstats",
     "latencystats",
@@ -105,6 +106,7 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
             ("wal", Some(s)) => wal(&mut w, s),
             ("memstore", Some(s)) => memstore(&mut w, s),
             ("devices", Some(s)) => devices(&mut w, engine, s),
+            ("scrub", Some(s)) => scrub(&mut w, s),
             ("reactors", Some(s)) => reactors(&mut w, s),
             _ => unreachable!("every section with engine figures has a snapshot"),
         }
@@ -424,6 +426,40 @@ fn devices<D: Device<Queue: Send> + Clone>(w: &mut Section, engine: &Engine<D>, 
     }
 }
 
+/// The background scrub: how far the pass is, what it found.
+fn scrub(w: &mut Section, s: &EngineStats) {
+    let p = &s.scrub;
+    w.kv("scrub_rate", p.rate);
+    w.kv("scrub_running", u8::from(p.running));
+    w.kv("scrub_passes", p.passes);
+    w.kv("scrub_pass_files", p.pass_files);
+    w.kv("scrub_pass_files_done", p.files_done);
+    w.kv("scrub_pass_bytes", p.pass_bytes);
+    w.kv("scrub_pass_bytes_done", p.bytes_done);
+    let pct = if p.pass_bytes == 0 {
+        0.0
+    } else {
+        p.bytes_done as f64 * 100.0 / p.pass_bytes as f64
+    };
+    w.kv("scrub_pass_pct", format_args!("{pct:.2}"));
+    w.kv(
+        "scrub_last_pass_usec",
+        p.last_pass.map_or(0, |d| d.as_micros()),
+    );
+    w.kv("scrub_blocks", p.blocks);
+    w.kv("scrub_bytes", p.bytes);
+    w.kv("scrub_bad_blocks", p.bad_blocks);
+    for (i, f) in p.findings.iter().enumerate() {
+        w.kv(
+            &format!("scrub_bad_{i}"),
+            format_args!(
+                "file={},region={},device={},lba={},keys={}",
+                f.file, f.region, f.device, f.lba, f.keys
+            ),
+        );
+    }
+}
+
 fn reactors(w: &mut Section, s: &EngineStats) {
     let pct = |busy: u64, idle: u64| {
         if busy + idle == 0 {
@@ -547,6 +583,7 @@ mod tests {
                 "WAL",
                 "Memstore",
                 "Devices",
+                "Scrub",
                 "Reactors",
                 "Commandstats",
                 "Latencystats"
@@ -605,6 +642,10 @@ mod tests {
             data1.contains(",reads=") && data1.contains(",flushes="),
             "{data1}"
         );
+        // The test engine runs no background scrub.
+        assert_eq!(get("Scrub", "scrub_rate"), "0");
+        assert_eq!(get("Scrub", "scrub_passes"), "0");
+        assert_eq!(get("Scrub", "scrub_bad_blocks"), "0");
         let wal = get("Reactors", "reactor_wal");
         assert!(wal.starts_with("set=wal,busy_usec="), "{wal}");
         assert!(get("Reactors", "reactor_flush1").starts_with("set=flush,busy_usec="));

@@ -54,10 +54,25 @@ impl Table {
     /// bloom and meta blocks), then reads and checks every data block.
     /// `Err` when the file cannot be opened at all.
     pub fn verify(src: &dyn BlockSource, file_bytes: u64) -> Result<Verified> {
+        Table::verify_paced(src, file_bytes, &mut |_| true)
+    }
+
+    /// [`Table::verify`], calling `pace` with each data block's bytes
+    /// before reading it: it may sleep (a background scrub keeps to its
+    /// rate), and stops the walk by returning false (what was checked so
+    /// far is returned).
+    pub fn verify_paced(
+        src: &dyn BlockSource,
+        file_bytes: u64,
+        pace: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Verified> {
         let src = Uncached(src);
         let table = Table::open(&src, file_bytes)?;
         let mut out = Verified::default();
         for (i, h) in table.index.iter().enumerate() {
+            if !pace(h.len) {
+                break;
+            }
             out.blocks += 1;
             out.bytes += h.len;
             let walked = table.read_block(&src, i, false).and_then(|mut scan| {

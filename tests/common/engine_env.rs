@@ -3,7 +3,7 @@
 
 use stria::config::{DeviceLoss, Durability, SimConfig};
 use stria::device::sim::SimDevice;
-use stria::engine::{Engine, EngineDevices, EngineOptions, OpenReport};
+use stria::engine::{Engine, EngineDevices, EngineOptions, OpenReport, ScrubOptions};
 use stria::reactor::ReactorConfig;
 use stria::table::TableOptions;
 use stria::wal::WalOptions;
@@ -118,6 +118,7 @@ pub fn options() -> EngineOptions {
         extent_unit: 4096,
         flush_chunk: 64 << 10,
         flush_depth: 4,
+        scrub: ScrubOptions::off(),
         wal: WalOptions {
             appliance_id: 7,
             segment_size: 512 << 10,

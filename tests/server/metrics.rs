@@ -102,6 +102,13 @@ fn metrics_count_the_commands_served() {
         Some(f64::from(256u32 << 20)),
         "{body}"
     );
+    // The background scrub runs at the default rate.
+    assert_eq!(
+        sample(&body, "stria_scrub_rate_bytes"),
+        Some(f64::from(16u32 << 20)),
+        "{body}"
+    );
+    assert!(body.contains("stria_scrub_bad_blocks_total 0"), "{body}");
     let info: String = redis::cmd("INFO").arg("memory").query(&mut c).unwrap();
     let field = |name: &str| -> u64 {
         info.lines()

@@ -49,7 +49,8 @@ fn with_engine<T>(
     cfg: &Config,
     f: impl FnOnce(&Engine<AnyDevice>) -> Result<T, String>,
 ) -> Result<T, String> {
-    let (engine, _) = Engine::<AnyDevice>::open_config(cfg).map_err(|e| e.to_string())?;
+    let (engine, _) = Engine::<AnyDevice>::open_config(&cfg.without_background_scrub())
+        .map_err(|e| e.to_string())?;
     let out = f(&engine);
     let closed = engine.close().map_err(|e| e.to_string());
     admin::erase(cfg).map_err(|e| e.to_string())?;

@@ -384,6 +384,44 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
         c.misses,
     );
 
+    let p = &s.scrub;
+    t.single(
+        "scrub_rate_bytes",
+        "gauge",
+        "Bytes a second the background scrub reads (flush.scrub-rate; 0: off).",
+        p.rate,
+    );
+    t.single(
+        "scrub_passes_total",
+        "counter",
+        "Passes of the background scrub over every block file.",
+        p.passes,
+    );
+    t.single(
+        "scrub_pass_progress_bytes",
+        "gauge",
+        "Bytes of block files the pass under way (or the last) has checked.",
+        p.bytes_done,
+    );
+    t.single(
+        "scrub_pass_bytes",
+        "gauge",
+        "Bytes of block files the pass under way (or the last) checks.",
+        p.pass_bytes,
+    );
+    t.single(
+        "scrub_read_bytes_total",
+        "counter",
+        "Bytes of data blocks the background scrub read back and checked.",
+        p.bytes,
+    );
+    t.single(
+        "scrub_bad_blocks_total",
+        "counter",
+        "Bad blocks the background scrub found (again in each pass that finds them).",
+        p.bad_blocks,
+    );
+
     // Memory and memstores.
     let m = &s.memory;
     t.single(

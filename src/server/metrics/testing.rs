@@ -3,7 +3,7 @@
 use crate::config::{DeviceLoss, Durability, SimConfig};
 use crate::device::sim::SimDevice;
 use crate::device::AnyDevice;
-use crate::engine::{Engine, EngineDevices, EngineOptions};
+use crate::engine::{Engine, EngineDevices, EngineOptions, ScrubOptions};
 use crate::reactor::ReactorConfig;
 use crate::table::TableOptions;
 use crate::wal::WalOptions;
@@ -73,6 +73,7 @@ pub fn options() -> EngineOptions {
         extent_unit: 4096,
         flush_chunk: 64 << 10,
         flush_depth: 4,
+        scrub: ScrubOptions::off(),
         wal: WalOptions {
             appliance_id: 7,
             segment_size: 512 << 10,
