@@ -64,7 +64,10 @@ pub(super) enum Choice {
 }
 
 /// Chooses `want` devices for a batch of `blocks` blocks, starting the
-/// round-robin at `rr`.
+/// round-robin at `rr`. The log is full only when too few devices would
+/// have room even once their writes in flight complete: a device with
+/// room whose slots are all taken is worth waiting for (a busy device and
+/// a full one are not a full log).
 pub(super) fn choose<Q>(
     devs: &[Dev<Q>],
     want: usize,
@@ -72,23 +75,97 @@ pub(super) fn choose<Q>(
     max_in_flight: usize,
     blocks: u64,
 ) -> Choice {
+    let want = want.max(1);
     let count = devs.len();
-    let free: Vec<usize> = (0..count)
-        .map(|k| (rr + k) % count)
-        .filter(|&d| devs[d].lost.is_none() && devs[d].in_flight < max_in_flight)
+    let order = (0..count).map(|k| (rr + k) % count);
+    let alive = |d: usize| devs[d].lost.is_none();
+    let slot = |d: usize| devs[d].in_flight < max_in_flight;
+    let room = |d: usize| devs[d].segments.fits(blocks);
+    let mut ready: Vec<usize> = order
+        .clone()
+        .filter(|&d| alive(d) && slot(d) && room(d))
         .collect();
-    if free.len() < want.max(1) {
-        return Choice::Busy;
+    if ready.len() >= want {
+        // Stable: equals keep their round-robin order.
+        ready.sort_by_key(|&d| devs[d].in_flight_bytes);
+        ready.truncate(want);
+        return Choice::To(ready);
     }
-    let mut fitting: Vec<usize> = free
-        .into_iter()
-        .filter(|&d| devs[d].segments.fits(blocks))
-        .collect();
-    if fitting.len() < want.max(1) {
-        return Choice::Full;
+    let with_room = order.clone().filter(|&d| alive(d) && room(d)).count();
+    let with_slot = order.filter(|&d| alive(d) && slot(d)).count();
+    if with_room >= want || with_slot < want {
+        Choice::Busy
+    } else {
+        Choice::Full
     }
-    // Stable: equals keep their round-robin order.
-    fitting.sort_by_key(|&d| devs[d].in_flight_bytes);
-    fitting.truncate(want.max(1));
-    Choice::To(fitting)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wal::format::Geometry;
+    use crate::wal::recovery::DeviceLog;
+
+    /// A device with one segment of 8 blocks, `used` of them taken by a
+    /// batch not yet released, and `in_flight` writes.
+    fn dev(used: u64, in_flight: usize) -> Dev<()> {
+        let geo = Geometry {
+            block_size: 4096,
+            first_block: 256,
+            seg_blocks: 8,
+            segments: 1,
+        };
+        let log = DeviceLog {
+            index: 0,
+            next_seq: 1,
+            next_segment: 0,
+            live: Vec::new(),
+            lost: None,
+        };
+        let mut segments = Segments::resume(geo, &log);
+        if used > 0 {
+            segments.place(used - 1, 1).expect("room");
+        }
+        Dev {
+            queue: (),
+            index: 0,
+            name: "d".into(),
+            segments,
+            volatile: false,
+            header: None,
+            in_flight,
+            in_flight_bytes: in_flight * 4096,
+            unflushed: Vec::new(),
+            flushing: None,
+            done: Vec::new(),
+            lost: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_goes_to_the_least_busy_devices_with_room() {
+        let devs = [dev(0, 1), dev(0, 0), dev(8, 0)];
+        assert_eq!(choose(&devs, 1, 0, 2, 2), Choice::To(vec![1]));
+        assert_eq!(choose(&devs, 2, 0, 2, 2), Choice::To(vec![1, 0]));
+        // Only two have room: three copies wait for a release.
+        assert_eq!(choose(&devs, 3, 0, 2, 2), Choice::Full);
+    }
+
+    #[test]
+    fn a_busy_device_with_room_beside_a_full_one_is_not_a_full_log() {
+        // Device 0 has room but no free slot; device 1 a slot and no room.
+        let devs = [dev(0, 2), dev(8, 0)];
+        assert_eq!(choose(&devs, 1, 0, 2, 2), Choice::Busy);
+        // Both full: the log is full whatever completes.
+        let devs = [dev(8, 0), dev(8, 1)];
+        assert_eq!(choose(&devs, 1, 0, 2, 2), Choice::Full);
+    }
+
+    #[test]
+    fn a_lost_device_takes_no_batch() {
+        let mut devs = [dev(0, 0), dev(0, 0)];
+        devs[0].lost = Some("gone".into());
+        assert_eq!(choose(&devs, 1, 0, 2, 2), Choice::To(vec![1]));
+        assert_eq!(choose(&devs, 2, 0, 2, 2), Choice::Busy);
+    }
 }
