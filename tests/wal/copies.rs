@@ -137,10 +137,14 @@ fn a_device_lost_while_writing_degrades_and_keeps_every_acknowledged_write() {
     let o = opts(2, DeviceLoss::Degrade);
     let (wal, _) = open(&devs, &o).unwrap();
     puts(&wal, "k", 20).unwrap();
+    let (_, both) = wal.segment_usage();
     devs[1].vanish();
     // Acknowledged at `sync` from the one device left.
     puts(&wal, "m", 20).unwrap();
     assert_eq!(wal.stats().device_lost, [0, 1]);
+    // The lost device's ring no longer counts as log.
+    let (_, left) = wal.segment_usage();
+    assert_eq!(left * 2, both, "{left} of {both} segments");
     wal.close().unwrap();
     let rebooted: Vec<SimDevice> = devs
         .iter()

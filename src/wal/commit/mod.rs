@@ -400,7 +400,9 @@ impl<Q: Queue> WalWork<Q> {
     /// every batch slot of the stripe (a batch of N copies takes N), and at
     /// least [`STRIPE_UNIT`].
     fn stripe_unit(&self, open: usize) -> usize {
-        let bytes: usize = self.devs.iter().map(|d| d.in_flight_bytes).sum::<usize>()
+        // Each batch in flight is on `want` devices: count its bytes once.
+        let in_flight = self.devs.iter().map(|d| d.in_flight_bytes).sum::<usize>() / self.want();
+        let bytes: usize = in_flight
             + self
                 .ready
                 .iter()
@@ -485,9 +487,11 @@ impl<Q: Queue> WalWork<Q> {
     /// Tells writers how much of the log is live (so the engine can flush
     /// the memstores that pin it before it fills).
     fn publish_usage(&self) {
+        // A lost device's ring is log no batch can use.
         let (live, total) = self
             .devs
             .iter()
+            .filter(|d| d.lost.is_none())
             .map(|d| d.segments.usage())
             .fold((0, 0), |(l, t), (dl, dt)| (l + dl, t + dt));
         self.published.live_segments.store(live, Ordering::Relaxed);
