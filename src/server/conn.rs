@@ -400,7 +400,7 @@ impl<'a> Conn<'a> {
             Outcome::Reply(r) | Outcome::Close(r) => {
                 self.shared
                     .metrics
-                    .command(name, started.elapsed(), r.is_error())
+                    .command(name, started.elapsed(), r.error_message())
             }
             _ => {}
         }
