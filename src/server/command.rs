@@ -118,6 +118,7 @@ impl<'a> Conn<'a> {
                 self.show_tracking();
                 self.unmonitor();
                 self.reply_mode = ReplyMode::On;
+                self.no_touch = false;
                 self.proto = 2;
                 self.client.proto.store(2, Ordering::Relaxed);
                 self.durability = self.shared.settings.durability();
@@ -275,7 +276,18 @@ impl<'a> Conn<'a> {
                 line.push('\n');
                 Reply::Verbatim(line)
             }
-            (b"setinfo", 3) | (b"no-evict", 2) | (b"no-touch", 2) => Reply::ok(),
+            (b"setinfo", 3) | (b"no-evict", 2) => Reply::ok(),
+            (b"no-touch", 2) => match args[1].to_ascii_lowercase().as_slice() {
+                b"on" => {
+                    self.no_touch = true;
+                    Reply::ok()
+                }
+                b"off" => {
+                    self.no_touch = false;
+                    Reply::ok()
+                }
+                _ => syntax_error(),
+            },
             (b"help", 1) => super::help::client(),
             (b"reply", 2) => match args[1].to_ascii_lowercase().as_slice() {
                 b"on" => {

@@ -1,5 +1,6 @@
 //! What the server tells about its commands and itself: COMMAND's
-//! entries, subcommands, key positions and flags; INFO errorstats.
+//! entries, subcommands, key positions and flags; INFO errorstats;
+//! OBJECT IDLETIME.
 
 use crate::harness::{tempdir, Map, Server};
 use crate::{e, q};
@@ -270,4 +271,52 @@ fn info_errorstats_counts_error_replies_by_code() {
     assert!(all.contains("# Errorstats\r\n"), "{all}");
     q::<()>(&mut c, &["CONFIG", "RESETSTAT"]);
     assert!(errorstats(&mut c).is_empty());
+}
+
+#[test]
+fn object_idletime_counts_from_the_last_read_or_write() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let idle = |c: &mut redis::Connection, key: &str| -> Option<i64> {
+        q(c, &["OBJECT", "IDLETIME", key])
+    };
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    q::<()>(&mut c, &["SET", "r", "v"]);
+    let dump: Vec<u8> = q(&mut c, &["DUMP", "k"]);
+    assert_eq!(idle(&mut c, "k"), Some(0));
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    // Commands that only ask about a key leave its access time.
+    q::<i64>(&mut c, &["TTL", "k"]);
+    q::<String>(&mut c, &["TYPE", "k"]);
+    q::<i64>(&mut c, &["EXISTS", "k"]);
+    q::<String>(&mut c, &["OBJECT", "ENCODING", "k"]);
+    assert!(idle(&mut c, "k") >= Some(2));
+    q::<String>(&mut c, &["GET", "k"]);
+    assert_eq!(idle(&mut c, "k"), Some(0));
+    // RESTORE's IDLETIME, no earlier than the start.
+    redis::cmd("RESTORE")
+        .arg("old")
+        .arg(0)
+        .arg(&dump)
+        .arg("IDLETIME")
+        .arg(100_000)
+        .query::<()>(&mut c)
+        .unwrap();
+    let old = idle(&mut c, "old").unwrap();
+    assert!((2..100).contains(&old), "{old}");
+    // NO-TOUCH: reads leave access times; TOUCH still touches.
+    q::<()>(&mut c, &["CLIENT", "NO-TOUCH", "ON"]);
+    q::<String>(&mut c, &["GET", "r"]);
+    assert!(idle(&mut c, "r") >= Some(2));
+    q::<i64>(&mut c, &["TOUCH", "r"]);
+    assert_eq!(idle(&mut c, "r"), Some(0));
+    q::<()>(&mut c, &["CLIENT", "NO-TOUCH", "OFF"]);
+    q::<String>(&mut c, &["GET", "old"]);
+    assert_eq!(idle(&mut c, "old"), Some(0));
+    assert_eq!(idle(&mut c, "nope"), None);
+    assert_eq!(
+        e(&mut c, &["CLIENT", "NO-TOUCH", "maybe"]),
+        "ERR syntax error"
+    );
 }

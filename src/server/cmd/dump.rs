@@ -177,7 +177,7 @@ impl<'a> Conn<'a> {
         if ttl < 0 {
             return Err(Reply::err("Invalid TTL value, must be >= 0"));
         }
-        let (mut replace, mut absolute, mut idle, mut freq) = (false, false, false, false);
+        let (mut replace, mut absolute, mut idle, mut freq) = (false, false, None, false);
         let mut i = 4;
         while i < args.len() {
             let more = i + 1 < args.len();
@@ -185,14 +185,14 @@ impl<'a> Conn<'a> {
                 b"replace" => replace = true,
                 b"absttl" => absolute = true,
                 b"idletime" if more && !freq => {
-                    match integer(&args[i + 1]) {
-                        Some(s) if s >= 0 => {}
+                    let secs = match integer(&args[i + 1]) {
+                        Some(s) if s >= 0 => s as u64,
                         Some(_) => return Err(Reply::err("Invalid IDLETIME value, must be >= 0")),
                         None => return Err(not_integer()),
-                    }
-                    (idle, i) = (true, i + 1);
+                    };
+                    (idle, i) = (Some(secs), i + 1);
                 }
-                b"freq" if more && !idle => {
+                b"freq" if more && idle.is_none() => {
                     match integer(&args[i + 1]) {
                         Some(0..=255) => {}
                         Some(_) => {
@@ -252,6 +252,9 @@ impl<'a> Conn<'a> {
             writes.push((keys::element(key, m.version, k[0], &k[1..]), Some(v)));
         }
         self.put(key, &m, old.as_ref(), &mut writes);
+        if let Some(secs) = idle {
+            self.shard.access().set_idle(key, secs.saturating_mul(1000));
+        }
         self.write(writes);
         self.notify(GENERIC, "restore", key);
         Ok(Reply::ok())
