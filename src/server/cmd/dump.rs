@@ -1,6 +1,7 @@
 //! DUMP and RESTORE. A dump is Stria's own form of a key, not Redis's
-//! RDB form (a dump moves between Stria servers, not between Stria and
-//! Redis): the key's metadata without its version or expiry, then every
+//! RDB form (a dump moves between Stria servers; RESTORE also takes a
+//! Redis server's dump of a string or a stream, see `rdb_stream.rs`):
+//! the key's metadata without its version or expiry, then every
 //! sub-key of its elements (tag and element) with its value, then, as
 //! Redis's dumps end, a 2-byte format version and an 8-byte checksum
 //! (xxh3 of everything before). RESTORE checks the checksum and that the
@@ -73,7 +74,12 @@ fn decode(payload: &[u8]) -> Result<(Meta, Elements), Bad> {
     let (body, trailer) = payload.split_at(n - 8);
     let sum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
     if xxh3_64(body) != sum || body[body.len() - 2..] != FORMAT.to_le_bytes() {
-        return Err(Bad::Checksum);
+        // Not Stria's form: perhaps a Redis server's.
+        return match super::rdb_stream::decode_redis(payload) {
+            Some(Ok((m, elements))) if consistent(&m, &elements) => Ok((m, elements)),
+            Some(_) => Err(Bad::Format),
+            None => Err(Bad::Checksum),
+        };
     }
     let mut input = &body[..body.len() - 2];
     let raw = take_bytes(&mut input).ok_or(Bad::Format)?;

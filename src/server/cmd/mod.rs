@@ -20,6 +20,8 @@ mod hashes;
 mod keyspace;
 mod lcs;
 mod lists;
+mod rdb;
+mod rdb_stream;
 mod sets;
 mod sort;
 mod stream_claims;
