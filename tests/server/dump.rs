@@ -95,6 +95,9 @@ fn dump_and_restore_round_trip_every_type() {
     cmd.query::<()>(&mut c).unwrap();
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "past", "o"]), 0);
     assert!(e(&mut c, &["RESTORE", "o", "0", "short"]).contains("checksum"));
+    // An existing key is refused before the payload is looked at.
+    let err = e(&mut c, &["RESTORE", "s", "0", "short"]);
+    assert_eq!(err, "BUSYKEY Target key name already exists.");
 }
 
 /// A Redis 7.2.6 server's DUMP of stream `s` (RDB type 21), made with

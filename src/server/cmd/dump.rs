@@ -212,16 +212,17 @@ impl<'a> Conn<'a> {
             }
             i += 1;
         }
-        let (mut m, elements) = decode(payload).map_err(|b| match b {
-            Bad::Checksum => Reply::err("DUMP payload version or checksum are wrong"),
-            Bad::Format => Reply::err("Bad data format"),
-        })?;
+        // As in Redis, an existing key is refused before the payload is read.
         let old = self.lookup(key)?;
         if old.is_some() && !replace {
             return Err(Reply::Error(
                 "BUSYKEY Target key name already exists.".into(),
             ));
         }
+        let (mut m, elements) = decode(payload).map_err(|b| match b {
+            Bad::Checksum => Reply::err("DUMP payload version or checksum are wrong"),
+            Bad::Format => Reply::err("Bad data format"),
+        })?;
         if let Some(v) = m.value() {
             self.check_string(v.len())?;
         }
