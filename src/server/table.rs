@@ -241,7 +241,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("randomkey", 1, RS, NO, "generic", "A key from a random place in the key space."),
     spec("dbsize", 1, RS, NO, "server", "Counts the keys (reads them all)."),
     spec("dump", 2, RS, K1, "generic", "A key in a form RESTORE takes (Stria's own, not Redis's RDB)."),
-    spec("restore", -4, WD, K1, "generic", "Makes a key from DUMP's form (REPLACE, ABSTTL, IDLETIME, FREQ)."),
+    spec("restore", -4, WD, K1, "generic", "Makes a key from DUMP's form, or a Redis server's of a string or stream (REPLACE, ABSTTL, IDLETIME, FREQ)."),
     spec("sort", -2, WD, K1, "generic", "Sorts a list, set or sorted set (BY, LIMIT, GET, ASC, DESC, ALPHA, STORE)."),
     spec("sort_ro", -2, RS, K1, "generic", "Sorts a list, set or sorted set, read-only."),
     spec("flushall", -1, W, NO, "server", "Deletes every key, in one write."),
