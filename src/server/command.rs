@@ -7,7 +7,7 @@ use super::cmd::{integer, not_integer, syntax_error};
 use super::conn::{Conn, Outcome, ReplyMode};
 use super::resp::Reply;
 use super::shard::pubsub::Kind;
-use super::table::{lookup, position, Spec, COMMANDS};
+use super::table::{position, Spec, COMMANDS};
 use crate::config::Durability;
 
 pub(super) fn show(arg: &[u8]) -> String {
@@ -97,7 +97,9 @@ impl<'a> Conn<'a> {
             "client" => Outcome::Reply(self.client_command(&args[1..])),
             "info" => Outcome::Reply(self.info(&args[1..])),
             "config" => Outcome::Reply(self.config(&args[1..])),
-            "command" => Outcome::Reply(command_command(&args[1..])),
+            "command" => Outcome::Reply(super::command_info::command(&args[1..])),
+            // As Redis without cluster support answers every subcommand.
+            "cluster" => Outcome::Reply(Reply::err("This instance has cluster support disabled")),
             "waitaof" => Outcome::Reply(self.waitaof(&args[1..])),
             "save" => {
                 // Every write applied is made durable before the reply.
@@ -116,6 +118,7 @@ impl<'a> Conn<'a> {
                 self.show_tracking();
                 self.unmonitor();
                 self.reply_mode = ReplyMode::On;
+                self.no_touch = false;
                 self.proto = 2;
                 self.client.proto.store(2, Ordering::Relaxed);
                 self.durability = self.shared.settings.durability();
@@ -273,7 +276,18 @@ impl<'a> Conn<'a> {
                 line.push('\n');
                 Reply::Verbatim(line)
             }
-            (b"setinfo", 3) | (b"no-evict", 2) | (b"no-touch", 2) => Reply::ok(),
+            (b"setinfo", 3) | (b"no-evict", 2) => Reply::ok(),
+            (b"no-touch", 2) => match args[1].to_ascii_lowercase().as_slice() {
+                b"on" => {
+                    self.no_touch = true;
+                    Reply::ok()
+                }
+                b"off" => {
+                    self.no_touch = false;
+                    Reply::ok()
+                }
+                _ => syntax_error(),
+            },
             (b"help", 1) => super::help::client(),
             (b"reply", 2) => match args[1].to_ascii_lowercase().as_slice() {
                 b"on" => {
@@ -428,86 +442,4 @@ fn time() -> Reply {
         Reply::bulk(now.as_secs().to_string()),
         Reply::bulk(now.subsec_micros().to_string()),
     ])
-}
-
-/// COMMAND GETKEYS: the keys of a command, by the table's key positions.
-fn getkeys(cmd: &[Vec<u8>]) -> Reply {
-    let Some(spec) = lookup(&cmd[0]) else {
-        return Reply::err("Invalid command specified");
-    };
-    let n = cmd.len() as i32;
-    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
-        return Reply::err("Invalid number of arguments specified for command");
-    }
-    let keys = super::table::keys_of(spec, cmd);
-    if keys.is_empty() {
-        return Reply::err("The command has no key arguments");
-    }
-    Reply::Array(keys.into_iter().map(Reply::Bulk).collect())
-}
-
-fn command_entry(c: &Spec) -> Reply {
-    Reply::Array(vec![
-        Reply::bulk(c.name),
-        Reply::Int(c.arity as i64),
-        Reply::Array(c.flags.iter().map(|f| Reply::Status(f)).collect()),
-        Reply::Int(c.keys.0 as i64),
-        Reply::Int(c.keys.1 as i64),
-        Reply::Int(c.keys.2 as i64),
-        Reply::Array(
-            super::table::categories(c)
-                .into_iter()
-                .map(|cat| Reply::Simple(format!("@{cat}")))
-                .collect(),
-        ),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
-    ])
-}
-
-fn command_command(args: &[Vec<u8>]) -> Reply {
-    let Some(sub) = args.first().map(|a| a.to_ascii_lowercase()) else {
-        return Reply::Array(COMMANDS.iter().map(command_entry).collect());
-    };
-    match sub.as_slice() {
-        b"count" => Reply::Int(COMMANDS.len() as i64),
-        b"help" => super::help::command(),
-        b"getkeys" if args.len() >= 2 => getkeys(&args[1..]),
-        b"getkeys" => Reply::err("wrong number of arguments for 'command|getkeys' command"),
-        b"list" => Reply::Array(COMMANDS.iter().map(|c| Reply::bulk(c.name)).collect()),
-        b"info" => Reply::Array(
-            args[1..]
-                .iter()
-                .map(|n| lookup(n).map_or(Reply::Nil, command_entry))
-                .collect(),
-        ),
-        b"docs" => {
-            let docs = |c: &Spec| {
-                (
-                    Reply::bulk(c.name),
-                    Reply::Map(vec![
-                        (Reply::bulk("summary"), Reply::bulk(c.summary)),
-                        (Reply::bulk("since"), Reply::bulk("1.0.0")),
-                        (Reply::bulk("group"), Reply::bulk(c.group)),
-                    ]),
-                )
-            };
-            if args.len() == 1 {
-                Reply::Map(COMMANDS.iter().map(docs).collect())
-            } else {
-                Reply::Map(
-                    args[1..]
-                        .iter()
-                        .filter_map(|n| lookup(n))
-                        .map(docs)
-                        .collect(),
-                )
-            }
-        }
-        _ => Reply::err(format!(
-            "unknown subcommand '{}'. Stria supports COMMAND COUNT, DOCS, INFO and LIST.",
-            show(&args[0])
-        )),
-    }
 }

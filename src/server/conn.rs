@@ -172,6 +172,11 @@ pub struct Conn<'a> {
     /// Whether the running command only reads: a key it finds missing is
     /// a `keymiss` event ([`super::notify::KEY_MISS`]), as in Redis.
     pub reading: bool,
+    /// Whether the running command's key lookups count as accesses
+    /// (OBJECT IDLETIME; see [`super::shard::access`]).
+    pub touching: bool,
+    /// CLIENT NO-TOUCH: only TOUCH touches the keys it reads.
+    pub no_touch: bool,
     /// The ACL user it runs commands as, and the ACL's generation it was
     /// read at.
     pub user: Arc<super::acl::user::User>,
@@ -211,6 +216,8 @@ impl<'a> Conn<'a> {
             out: Vec::with_capacity(16 * 1024),
             now: 0,
             reading: false,
+            touching: true,
+            no_touch: false,
             user: shared.acl.get("default").expect("the default user"),
             user_generation: shared.acl.generation(),
             user_open: false,
@@ -404,7 +411,7 @@ impl<'a> Conn<'a> {
             Outcome::Reply(r) | Outcome::Close(r) => {
                 self.shared
                     .metrics
-                    .command(name, started.elapsed(), r.is_error())
+                    .command(name, started.elapsed(), r.error_message())
             }
             _ => {}
         }

@@ -29,6 +29,7 @@ const ORDER: &[&str] = &[
     "scrub",
     "reactors",
     "commandstats",
+    "errorstats",
     "latencystats",
     "keyspace",
 ];
@@ -84,7 +85,13 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
     let needs_engine = wanted.iter().any(|s| {
         !matches!(
             *s,
-            "clients" | "stats" | "commandstats" | "latencystats" | "replication" | "cpu"
+            "clients"
+                | "stats"
+                | "commandstats"
+                | "errorstats"
+                | "latencystats"
+                | "replication"
+                | "cpu"
         )
     });
     let stats = needs_engine.then(|| engine.stats());
@@ -98,6 +105,7 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
             ("clients", _) => clients(&mut w, server),
             ("stats", _) => stats_section(&mut w, server),
             ("commandstats", _) => commandstats(&mut w, server),
+            ("errorstats", _) => errorstats(&mut w, server),
             ("latencystats", _) => latencystats(&mut w, server),
             ("replication", _) => replication(&mut w),
             ("cpu", _) => cpu(&mut w),
@@ -514,6 +522,16 @@ fn commandstats(w: &mut Section, s: &ServerMetrics) {
     }
 }
 
+/// Error replies by code (see `metrics::errors`), as Redis's errorstats.
+fn errorstats(w: &mut Section, s: &ServerMetrics) {
+    for (code, n) in s.error_codes() {
+        w.kv(
+            &format!("errorstat_{}", key_safe(&code)),
+            format_args!("count={n}"),
+        );
+    }
+}
+
 fn latencystats(w: &mut Section, s: &ServerMetrics) {
     for c in s.commands() {
         w.kv(
@@ -565,8 +583,12 @@ mod tests {
         server.connection_closed();
         server.bytes_in(100);
         server.bytes_out(300);
-        server.command("get", Duration::from_micros(12), false);
-        server.command("set", Duration::from_micros(30), true);
+        server.command("get", Duration::from_micros(12), None);
+        server.command(
+            "set",
+            Duration::from_micros(30),
+            Some("WRONGTYPE Operation"),
+        );
 
         let all = engine_sections(&engine, &server, &wanted(&["all".into()]));
         let sections = parse(&all);
@@ -586,6 +608,7 @@ mod tests {
                 "Scrub",
                 "Reactors",
                 "Commandstats",
+                "Errorstats",
                 "Latencystats"
             ]
         );
@@ -654,6 +677,7 @@ mod tests {
             "calls=1,usec=30,usec_per_call=30.00,rejected_calls=0,failed_calls=1"
         );
         assert!(get("Commandstats", "cmdstat_get").starts_with("calls=1,usec=12,"));
+        assert_eq!(get("Errorstats", "errorstat_WRONGTYPE"), "count=1");
         assert!(get("Latencystats", "latency_percentiles_usec_get").starts_with("p50="));
 
         // One section, any case; the aliases of everything; unknown: nothing.

@@ -5,7 +5,7 @@
 //! `"(redacted)"`. A command's line comes once it has run (EVAL, EVALSHA
 //! and FCALL before, so the commands a script runs follow it), after the
 //! commands of the EXEC it ran in; commands flagged `admin` or
-//! `skip-monitor` (CONFIG, SHUTDOWN, MONITOR itself, ...) are not shown.
+//! `skip_monitor` (CONFIG, SHUTDOWN, MONITOR itself, ...) are not shown.
 //! Like a published message, a line waits for the writes its command read
 //! or made. A monitoring connection may not run commands that read or
 //! write keys.
@@ -96,7 +96,7 @@ impl<'a> Conn<'a> {
         let hidden = spec
             .flags
             .iter()
-            .any(|f| matches!(*f, "admin" | "skip-monitor"));
+            .any(|f| matches!(*f, "admin" | "skip_monitor"));
         if hidden && !FED_FIRST.contains(&spec.name) {
             return None;
         }

@@ -425,6 +425,14 @@ impl Reply {
         matches!(self, Reply::Error(_))
     }
 
+    /// The message of an error reply (without the `-`).
+    pub fn error_message(&self) -> Option<&str> {
+        match self {
+            Reply::Error(m) => Some(m),
+            _ => None,
+        }
+    }
+
     /// Appends the reply to `out` in protocol version `proto` (2 or 3).
     pub fn encode(&self, out: &mut Vec<u8>, proto: u8) {
         let resp3 = proto >= 3;

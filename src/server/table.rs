@@ -33,8 +33,8 @@ const ADMINNS: &[&str] = &["admin", "noscript"];
 const ADMIN: &[&str] = &["admin"];
 const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
 const PUB: &[&str] = &["pubsub", "loading", "stale", "fast"];
-const SCRIPTING: &[&str] = &["noscript", "skip-monitor"];
-const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow-busy"];
+const SCRIPTING: &[&str] = &["noscript", "skip_monitor"];
+const TX: &[&str] = &["noscript", "loading", "stale", "fast", "allow_busy"];
 const LOADING: &[&str] = &["loading", "stale"];
 const MONITOR: &[&str] = &["admin", "noscript", "loading", "stale"];
 const ACL: &[&str] = &["noscript", "loading", "stale"];
@@ -102,7 +102,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("getbit", 3, R, K1, "bitmap", "A bit of a string."),
     spec("bitcount", -2, RS, K1, "bitmap", "Counts the set bits of a string (BYTE, BIT)."),
     spec("bitpos", -3, RS, K1, "bitmap", "The first bit set or clear (BYTE, BIT)."),
-    spec("bitop", -4, WD, NO, "bitmap", "AND, OR, XOR or NOT of strings, stored."),
+    spec("bitop", -4, WD, (2, -1, 1), "bitmap", "AND, OR, XOR or NOT of strings, stored."),
     spec("bitfield", -2, WD, K1, "bitmap", "Integers at bit offsets: GET, SET, INCRBY, OVERFLOW."),
     spec("bitfield_ro", -2, RS, K1, "bitmap", "Integers at bit offsets: GET."),
     // Hashes.
@@ -241,7 +241,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("randomkey", 1, RS, NO, "generic", "A key from a random place in the key space."),
     spec("dbsize", 1, RS, NO, "server", "Counts the keys (reads them all)."),
     spec("dump", 2, RS, K1, "generic", "A key in a form RESTORE takes (Stria's own, not Redis's RDB)."),
-    spec("restore", -4, WD, K1, "generic", "Makes a key from DUMP's form (REPLACE, ABSTTL, IDLETIME, FREQ)."),
+    spec("restore", -4, WD, K1, "generic", "Makes a key from DUMP's form, or a Redis server's of a string or stream (REPLACE, ABSTTL, IDLETIME, FREQ)."),
     spec("sort", -2, WD, K1, "generic", "Sorts a list, set or sorted set (BY, LIMIT, GET, ASC, DESC, ALPHA, STORE)."),
     spec("sort_ro", -2, RS, K1, "generic", "Sorts a list, set or sorted set, read-only."),
     spec("flushall", -1, W, NO, "server", "Deletes every key, in one write."),
@@ -259,7 +259,7 @@ pub static COMMANDS: &[Spec] = &[
     // The server.
     spec("info", -1, LOADING, NO, "server", "What the appliance is doing."),
     spec("config", -2, ADMIN, NO, "server", "CONFIG GET of the settings clients ask about."),
-    spec("command", -1, LOADING, NO, "server", "COUNT, DOCS, INFO, LIST."),
+    spec("command", -1, LOADING, NO, "server", "COUNT, DOCS, INFO, LIST, GETKEYS, GETKEYSANDFLAGS."),
     spec("time", 1, A, NO, "server", "The server's time: seconds and microseconds."),
     spec("function", -2, SCRIPTING, NO, "scripting", "LOAD, DELETE, FLUSH, LIST, DUMP, RESTORE, STATS, KILL: Lua function libraries, stored durably."),
     spec("fcall", -3, SCRIPTING, NO, "scripting", "Calls a function of a library."),
@@ -276,6 +276,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("bgsave", -1, ADMINNS, NO, "server", "Makes every write applied durable, replying at once."),
     spec("slowlog", -2, ADMIN, NO, "server", "GET, LEN, RESET, HELP: Stria keeps no slow log (INFO latencystats)."),
     spec("module", -2, ADMIN, NO, "server", "LIST, HELP: Stria loads no modules."),
+    spec("cluster", -2, &[], NO, "server", "Refused, as by Redis without cluster support: Stria is not a cluster."),
     spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
     spec("monitor", 1, MONITOR, NO, "server", "Shows every command the server runs from now on."),
     spec("acl", -2, ACL, NO, "server", "SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, GENPASS, DRYRUN: users stored durably."),
@@ -369,52 +370,4 @@ pub fn categories(spec: &Spec) -> Vec<&'static str> {
     }
     out.retain(|c| !c.is_empty());
     out
-}
-
-/// The keys a request names (`cmd[0]` naming `spec`, its arity checked),
-/// as COMMAND GETKEYS gives them and ACL checks them.
-pub fn keys_of(spec: &Spec, cmd: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    use super::cmd::integer;
-    let n = cmd.len() as i32;
-    let (first, last, step) = spec.keys;
-    // Commands that name their keys with a count: the count, then the keys.
-    let counted = matches!(
-        spec.name,
-        "lmpop" | "zmpop" | "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff"
-    );
-    let stored = matches!(spec.name, "zunionstore" | "zinterstore" | "zdiffstore");
-    // BLMPOP and BZMPOP: a timeout, then a count and the keys; scripts:
-    // the script or function, then a count and the keys.
-    let timed = matches!(
-        spec.name,
-        "blmpop" | "bzmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    );
-    let mut keys = Vec::new();
-    if counted || stored || timed {
-        let at = if stored || timed { 2 } else { 1 };
-        if stored {
-            keys.push(cmd[1].clone());
-        }
-        let k = integer(&cmd[at]).unwrap_or(0).max(0) as usize;
-        keys.extend(cmd.iter().skip(at + 1).take(k).cloned());
-    } else if spec.name == "sort" {
-        // The key, and where the last STORE stores.
-        keys.push(cmd[1].clone());
-        let store = cmd
-            .iter()
-            .enumerate()
-            .skip(2)
-            .rfind(|(i, a)| a.eq_ignore_ascii_case(b"store") && i + 1 < cmd.len());
-        if let Some((i, _)) = store {
-            keys.push(cmd[i + 1].clone());
-        }
-    } else if first > 0 {
-        let last = if last < 0 { n + last } else { last };
-        let mut i = first;
-        while i <= last && i < n {
-            keys.push(cmd[i as usize].clone());
-            i += step.max(1);
-        }
-    }
-    keys
 }

@@ -411,6 +411,7 @@ fn server_and_connection_commands() {
         "Devices",
         "Reactors",
         "Commandstats",
+        "Errorstats",
         "Latencystats",
     ] {
         assert!(
@@ -442,7 +443,8 @@ fn server_and_connection_commands() {
 
     let count: i64 = q(&mut c, &["COMMAND", "COUNT"]);
     let names: Vec<String> = q(&mut c, &["COMMAND", "LIST"]);
-    assert_eq!(count as usize, names.len());
+    let commands = names.iter().filter(|n| !n.contains('|')).count();
+    assert_eq!(count as usize, commands);
     assert!(count >= 30, "{count}");
     for n in ["get", "set", "hset", "scan", "stria.durability"] {
         assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
@@ -455,7 +457,7 @@ fn server_and_connection_commands() {
     );
     assert!(matches!(&get["group"], Value::BulkString(b) if b == b"string"));
     let all: HashMap<String, Value> = q(&mut c, &["COMMAND", "DOCS"]);
-    assert_eq!(all.len(), names.len());
+    assert_eq!(all.len(), commands);
 
     assert_eq!(q::<Option<String>>(&mut c, &["CLIENT", "GETNAME"]), None);
     q::<()>(&mut c, &["CLIENT", "SETNAME", "tester"]);

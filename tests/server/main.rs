@@ -15,6 +15,7 @@ mod dump;
 mod expire;
 mod geo;
 mod held;
+mod introspection;
 mod kill9;
 mod metrics;
 mod monitor;

@@ -9,8 +9,9 @@ use super::user_key;
 use crate::server::cmd::{integer, syntax_error};
 use crate::server::command::show;
 use crate::server::conn::Conn;
+use crate::server::keyspecs::keys_of;
 use crate::server::resp::Reply;
-use crate::server::table::{categories, keys_of, lookup, position, Spec, COMMANDS};
+use crate::server::table::{categories, lookup, position, Spec, COMMANDS};
 
 /// Commands whose first argument is a subcommand that rules can name
 /// (`+config|get`).

@@ -238,7 +238,7 @@ impl<'a> Conn<'a> {
             // A blocked command counts once, when it is answered.
             self.shared
                 .metrics
-                .command(name, Duration::ZERO, reply.is_error());
+                .command(name, Duration::ZERO, reply.error_message());
             self.unblock();
         }
         r
@@ -247,7 +247,7 @@ impl<'a> Conn<'a> {
     /// The reply of a blocked connection whose time is up.
     pub fn time_out_blocked(&mut self) -> Option<Reply> {
         let name = self.blocked.as_ref()?.spec.name;
-        self.shared.metrics.command(name, Duration::ZERO, false);
+        self.shared.metrics.command(name, Duration::ZERO, None);
         self.unblock();
         Some(timed_out(name))
     }

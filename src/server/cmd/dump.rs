@@ -1,6 +1,7 @@
 //! DUMP and RESTORE. A dump is Stria's own form of a key, not Redis's
-//! RDB form (a dump moves between Stria servers, not between Stria and
-//! Redis): the key's metadata without its version or expiry, then every
+//! RDB form (a dump moves between Stria servers; RESTORE also takes a
+//! Redis server's dump of a string or a stream, see `rdb_stream.rs`):
+//! the key's metadata without its version or expiry, then every
 //! sub-key of its elements (tag and element) with its value, then, as
 //! Redis's dumps end, a 2-byte format version and an 8-byte checksum
 //! (xxh3 of everything before). RESTORE checks the checksum and that the
@@ -73,7 +74,12 @@ fn decode(payload: &[u8]) -> Result<(Meta, Elements), Bad> {
     let (body, trailer) = payload.split_at(n - 8);
     let sum = u64::from_le_bytes(trailer.try_into().expect("8 bytes"));
     if xxh3_64(body) != sum || body[body.len() - 2..] != FORMAT.to_le_bytes() {
-        return Err(Bad::Checksum);
+        // Not Stria's form: perhaps a Redis server's.
+        return match super::rdb_stream::decode_redis(payload) {
+            Some(Ok((m, elements))) if consistent(&m, &elements) => Ok((m, elements)),
+            Some(_) => Err(Bad::Format),
+            None => Err(Bad::Checksum),
+        };
     }
     let mut input = &body[..body.len() - 2];
     let raw = take_bytes(&mut input).ok_or(Bad::Format)?;
@@ -177,7 +183,7 @@ impl<'a> Conn<'a> {
         if ttl < 0 {
             return Err(Reply::err("Invalid TTL value, must be >= 0"));
         }
-        let (mut replace, mut absolute, mut idle, mut freq) = (false, false, false, false);
+        let (mut replace, mut absolute, mut idle, mut freq) = (false, false, None, false);
         let mut i = 4;
         while i < args.len() {
             let more = i + 1 < args.len();
@@ -185,14 +191,14 @@ impl<'a> Conn<'a> {
                 b"replace" => replace = true,
                 b"absttl" => absolute = true,
                 b"idletime" if more && !freq => {
-                    match integer(&args[i + 1]) {
-                        Some(s) if s >= 0 => {}
+                    let secs = match integer(&args[i + 1]) {
+                        Some(s) if s >= 0 => s as u64,
                         Some(_) => return Err(Reply::err("Invalid IDLETIME value, must be >= 0")),
                         None => return Err(not_integer()),
-                    }
-                    (idle, i) = (true, i + 1);
+                    };
+                    (idle, i) = (Some(secs), i + 1);
                 }
-                b"freq" if more && !idle => {
+                b"freq" if more && idle.is_none() => {
                     match integer(&args[i + 1]) {
                         Some(0..=255) => {}
                         Some(_) => {
@@ -206,16 +212,17 @@ impl<'a> Conn<'a> {
             }
             i += 1;
         }
-        let (mut m, elements) = decode(payload).map_err(|b| match b {
-            Bad::Checksum => Reply::err("DUMP payload version or checksum are wrong"),
-            Bad::Format => Reply::err("Bad data format"),
-        })?;
+        // As in Redis, an existing key is refused before the payload is read.
         let old = self.lookup(key)?;
         if old.is_some() && !replace {
             return Err(Reply::Error(
                 "BUSYKEY Target key name already exists.".into(),
             ));
         }
+        let (mut m, elements) = decode(payload).map_err(|b| match b {
+            Bad::Checksum => Reply::err("DUMP payload version or checksum are wrong"),
+            Bad::Format => Reply::err("Bad data format"),
+        })?;
         if let Some(v) = m.value() {
             self.check_string(v.len())?;
         }
@@ -252,6 +259,9 @@ impl<'a> Conn<'a> {
             writes.push((keys::element(key, m.version, k[0], &k[1..]), Some(v)));
         }
         self.put(key, &m, old.as_ref(), &mut writes);
+        if let Some(secs) = idle {
+            self.shard.access().set_idle(key, secs.saturating_mul(1000));
+        }
         self.write(writes);
         self.notify(GENERIC, "restore", key);
         Ok(Reply::ok())

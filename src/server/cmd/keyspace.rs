@@ -168,8 +168,8 @@ impl<'a> Conn<'a> {
         Ok(Reply::Int(1))
     }
 
-    /// OBJECT: Stria's encoding names; no access times or frequencies are
-    /// kept, so IDLETIME and FREQ are 0.
+    /// OBJECT: Stria's encoding names; IDLETIME from the shard's access
+    /// times (see `shard::access`); no frequencies are kept, so FREQ is 0.
     fn object(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let sub = args[1].to_ascii_lowercase();
         if sub == b"help" {
@@ -182,7 +182,8 @@ impl<'a> Conn<'a> {
                     "FREQ <key>",
                     "    Return the access frequency index of the <key> (Stria keeps none: 0).",
                     "IDLETIME <key>",
-                    "    Return the idle time of the <key> (Stria keeps none: 0).",
+                    "    Return the seconds since the <key> was last read or written (at",
+                    "    most since the server started).",
                     "REFCOUNT <key>",
                     "    Return the number of references of the value associated with the specified",
                     "    <key> (1).",
@@ -213,7 +214,8 @@ impl<'a> Conn<'a> {
                 Type::ZSet => "scored",
                 Type::Stream => "entries",
             }),
-            b"freq" | b"idletime" => Reply::Int(0),
+            b"freq" => Reply::Int(0),
+            b"idletime" => Reply::Int((self.shard.access().idle_ms(key) / 1000) as i64),
             b"refcount" => Reply::Int(1),
             _ => {
                 return Err(Reply::err(format!(

@@ -20,6 +20,8 @@ mod hashes;
 mod keyspace;
 mod lcs;
 mod lists;
+mod rdb;
+mod rdb_stream;
 mod sets;
 mod sort;
 mod stream_claims;
@@ -40,6 +42,7 @@ use super::keys;
 use super::meta::{Meta, Type, MAX_HEADER};
 use super::notify;
 use super::resp::Reply;
+use super::shard::access;
 use super::shard::CHUNK;
 use super::table::Spec;
 use super::ServerEngine;
@@ -309,6 +312,9 @@ impl<'a> Conn<'a> {
         };
         let m = Meta::decode(raw).ok_or_else(|| corrupt(key))?;
         if self.alive(key, &m)? {
+            if self.touching {
+                self.shard.access().touch(key);
+            }
             Ok(Some(m))
         } else {
             self.missed(key);
@@ -346,6 +352,8 @@ impl<'a> Conn<'a> {
     /// The writes that make `m` `key`'s metadata; `old` is its metadata
     /// before, if the command read it (see [`index_expiry`]).
     fn put(&self, key: &[u8], m: &Meta, old: Option<&Meta>, writes: &mut Writes) {
+        // A write is an access, as a read is.
+        self.shard.access().touch(key);
         index_expiry(key, m.expire_at, old.and_then(|o| o.expire_at), writes);
         writes.push((keys::meta(key), Some(m.encode())));
     }
@@ -515,6 +523,7 @@ impl<'a> Conn<'a> {
         self.now = 0;
         self.reading = spec.flags.contains(&"readonly");
         let name = spec.name;
+        self.touching = !access::NO_TOUCH.contains(&name) && (!self.no_touch || name == "touch");
         if blocking::BLOCKING.contains(&name) || blocking::reads_blocked(name, &args) {
             return self.blocking(spec, args);
         }

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::errors::ErrorCodes;
+
 // ---------------------------------------------------------------------------
 // Latency histogram
 
@@ -278,6 +280,8 @@ pub struct ServerMetrics {
     rows: [AtomicU64; 5],
     pub(super) commands: Box<[CommandCounters]>,
     index: HashMap<&'static str, usize>,
+    /// Error replies by code (INFO errorstats).
+    error_codes: ErrorCodes,
     sampler: Mutex<Sampler>,
 }
 
@@ -346,6 +350,7 @@ impl ServerMetrics {
             rows: Default::default(),
             commands,
             index,
+            error_codes: ErrorCodes::default(),
             sampler: Mutex::new(Sampler::default()),
         }
     }
@@ -458,16 +463,17 @@ impl ServerMetrics {
         self.rejected.fetch_add(1, Relaxed);
     }
 
-    /// A command ran: `name` in lower case, how long it took, and whether
-    /// it answered with an error.
-    pub fn command(&self, name: &str, latency: Duration, error: bool) {
+    /// A command ran: `name` in lower case, how long it took, and the
+    /// message of the error it answered with, if it did.
+    pub fn command(&self, name: &str, latency: Duration, error: Option<&str>) {
         let c = &self.commands[self.slot(name)];
         let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
         c.calls.fetch_add(1, Relaxed);
         c.ns.fetch_add(ns, Relaxed);
         c.latency.record(ns);
-        if error {
+        if let Some(msg) = error {
             c.errors.fetch_add(1, Relaxed);
+            self.error_codes.count(msg);
         }
         self.total_commands.fetch_add(1, Relaxed);
     }
@@ -530,11 +536,12 @@ impl ServerMetrics {
         self.expired_keys.fetch_add(1, Relaxed);
     }
 
-    /// CONFIG RESETSTAT: expired keys, and every command's calls, errors
+    /// CONFIG RESETSTAT: expired keys, every command's calls, errors
     /// and latencies (INFO commandstats and latencystats; Prometheus
-    /// sees a counter reset).
+    /// sees a counter reset), and the errors by code (errorstats).
     pub fn reset_expired(&self) {
         self.expired_keys.store(0, Relaxed);
+        self.error_codes.reset();
         for c in self.commands.iter() {
             c.calls.store(0, Relaxed);
             c.errors.store(0, Relaxed);
@@ -581,6 +588,11 @@ impl ServerMetrics {
 
     pub fn auth_failures(&self) -> u64 {
         self.auth_failures.load(Relaxed)
+    }
+
+    /// Error replies by code, in code order.
+    pub fn error_codes(&self) -> Vec<(String, u64)> {
+        self.error_codes.snapshot()
     }
 
     /// Commands that answered with an error, all commands together.

@@ -16,6 +16,7 @@
 mod counters;
 mod devices;
 mod endpoint;
+mod errors;
 mod prometheus;
 #[cfg(test)]
 pub(in crate::server) mod testing;

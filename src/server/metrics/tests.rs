@@ -52,11 +52,15 @@ fn quantiles_are_within_the_bucket_width() {
 #[test]
 fn commands_are_counted_by_name_and_strangers_as_unknown() {
     let m = ServerMetrics::with_commands(&["get", "set"]);
-    m.command("get", Duration::from_micros(10), false);
-    m.command("GET", Duration::from_micros(30), true);
-    m.command("set", Duration::from_micros(5), false);
+    m.command("get", Duration::from_micros(10), None);
+    m.command("GET", Duration::from_micros(30), Some("ERR failed"));
+    m.command("set", Duration::from_micros(5), None);
     for i in 0..100 {
-        m.command(&format!("nosuch{i}"), Duration::from_micros(1), true);
+        m.command(
+            &format!("nosuch{i}"),
+            Duration::from_micros(1),
+            Some("ERR failed"),
+        );
     }
     assert_eq!(m.total_commands(), 103);
     assert_eq!(m.total_errors(), 101);
@@ -79,7 +83,7 @@ fn metrics_are_shared_between_threads() {
             let m = m.clone();
             std::thread::spawn(move || {
                 for _ in 0..1000 {
-                    m.command("get", Duration::from_micros(5), false);
+                    m.command("get", Duration::from_micros(5), None);
                 }
             })
         })
@@ -117,7 +121,7 @@ fn rates_come_from_samples_at_least_100ms_apart() {
     let m = ServerMetrics::new();
     m.sample();
     for _ in 0..50 {
-        m.command("ping", Duration::from_micros(1), false);
+        m.command("ping", Duration::from_micros(1), None);
     }
     m.bytes_in(2048);
     std::thread::sleep(Duration::from_millis(120));
@@ -200,9 +204,9 @@ fn render_covers_the_server_and_the_engine() {
     testing::fill(&engine, 600);
     let server = ServerMetrics::new();
     server.connection_opened();
-    server.command("set", Duration::from_micros(40), false);
-    server.command("get", Duration::from_micros(3), false);
-    server.command("get", Duration::from_millis(2), true);
+    server.command("set", Duration::from_micros(40), None);
+    server.command("get", Duration::from_micros(3), None);
+    server.command("get", Duration::from_millis(2), Some("ERR failed"));
     let text = render_prometheus(&engine, &server);
     let f = parse_exposition(&text);
     for family in [

@@ -138,7 +138,7 @@ impl<'a> Conn<'a> {
             };
             self.shared
                 .metrics
-                .command(spec.name, started.elapsed(), r.is_error());
+                .command(spec.name, started.elapsed(), r.error_message());
             replies.push(r);
         }
         self.shard.end_atomic();

@@ -320,7 +320,7 @@ impl Conn<'_> {
         if let Outcome::Reply(r) = &out {
             self.shared
                 .metrics
-                .command(spec.name, started.elapsed(), r.is_error());
+                .command(spec.name, started.elapsed(), r.error_message());
         }
         let reply = match out {
             Outcome::Reply(r) | Outcome::Close(r) => r,

@@ -28,6 +28,7 @@ use crate::device::AnyDevice;
 use crate::engine::{EngineError, Pending};
 use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
+use access::AccessClock;
 use blocking::Blocking;
 use busy::Busy;
 use pubsub::PubSub;
@@ -210,6 +211,8 @@ pub struct Shard<'a> {
     atomic: std::cell::Cell<bool>,
     /// The connections a script past busy-reply-threshold answers.
     busy: Rc<Busy>,
+    /// When keys were last read or written (OBJECT IDLETIME).
+    access: RefCell<AccessClock>,
 }
 
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
@@ -235,12 +238,18 @@ impl<'a> Shard<'a> {
             scripting: RefCell::new(None),
             atomic: std::cell::Cell::new(false),
             busy: Rc::default(),
+            access: RefCell::default(),
         }
     }
 
     /// The connections a script past busy-reply-threshold answers `BUSY`.
     pub fn busy(&self) -> &Rc<Busy> {
         &self.busy
+    }
+
+    /// When keys were last read or written.
+    pub fn access(&self) -> std::cell::RefMut<'_, AccessClock> {
+        self.access.borrow_mut()
     }
 
     /// The keys connections watch (WATCH).
@@ -619,6 +628,7 @@ impl<'a> Shard<'a> {
     }
 }
 
+pub mod access;
 pub mod blocking;
 pub mod busy;
 #[cfg(test)]

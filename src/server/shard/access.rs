@@ -1,0 +1,136 @@
+//! When each key was last read or written, for OBJECT IDLETIME. Keys
+//! live on the devices and most are never in memory, so the shard keeps
+//! an access time only for the keys commands touched since the server
+//! started, in memory and bounded: once the table holds
+//! [`MAX_BYTES`], the older half is forgotten. A key with no access time
+//! kept (not touched since the start, or forgotten) counts as idle since
+//! the server started: a lower bound of its true idle time, never more.
+//!
+//! As in Redis, every command that looks a key up or writes it touches
+//! it, except the ones that only ask about it (TTL, PTTL, EXPIRETIME,
+//! PEXPIRETIME, TYPE, EXISTS, OBJECT, MEMORY USAGE), and a connection in
+//! CLIENT NO-TOUCH mode touches keys only with TOUCH.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use xxhash_rust::xxh3::Xxh3Builder;
+
+/// What the table may hold, keys and entries together.
+pub const MAX_BYTES: usize = 16 << 20;
+
+/// What one entry costs besides its key's bytes, about.
+const ENTRY: usize = 48;
+
+/// Commands that read a key's metadata without touching it.
+pub const NO_TOUCH: &[&str] = &[
+    "ttl",
+    "pttl",
+    "expiretime",
+    "pexpiretime",
+    "type",
+    "exists",
+    "object",
+    "memory",
+];
+
+pub struct AccessClock {
+    started: Instant,
+    /// Milliseconds since `started` at each key's last access.
+    last: HashMap<Vec<u8>, u64, Xxh3Builder>,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Default for AccessClock {
+    fn default() -> Self {
+        AccessClock::with_limit(MAX_BYTES)
+    }
+}
+
+impl AccessClock {
+    pub fn with_limit(max_bytes: usize) -> AccessClock {
+        AccessClock {
+            started: Instant::now(),
+            last: HashMap::default(),
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// `key` was read or written now.
+    pub fn touch(&mut self, key: &[u8]) {
+        let now = self.now();
+        self.set(key, now);
+    }
+
+    /// `key` was last accessed `idle_ms` ago (RESTORE ... IDLETIME); no
+    /// earlier than the start, which is what is known.
+    pub fn set_idle(&mut self, key: &[u8], idle_ms: u64) {
+        let at = self.now().saturating_sub(idle_ms);
+        self.set(key, at);
+    }
+
+    fn set(&mut self, key: &[u8], at: u64) {
+        if let Some(t) = self.last.get_mut(key) {
+            *t = at;
+            return;
+        }
+        self.bytes += key.len() + ENTRY;
+        self.last.insert(key.to_vec(), at);
+        if self.bytes > self.max_bytes {
+            self.forget_older_half();
+        }
+    }
+
+    /// Keeps the newer half of the access times (fewer when many share
+    /// the median's millisecond).
+    fn forget_older_half(&mut self) {
+        let mut times: Vec<u64> = self.last.values().copied().collect();
+        let mid = times.len() / 2;
+        let (_, &mut cut, _) = times.select_nth_unstable(mid);
+        let mut bytes = 0;
+        self.last.retain(|k, t| {
+            let keep = *t > cut;
+            if keep {
+                bytes += k.len() + ENTRY;
+            }
+            keep
+        });
+        self.bytes = bytes;
+    }
+
+    /// Milliseconds since `key` was last accessed, or since the start.
+    pub fn idle_ms(&self, key: &[u8]) -> u64 {
+        let now = self.now();
+        now.saturating_sub(self.last.get(key).copied().unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn touched_keys_have_times_and_the_table_stays_bounded() {
+        let mut a = AccessClock::with_limit(100 * (ENTRY + 8));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Never touched: idle since the start.
+        assert!(a.idle_ms(b"cold") >= 20);
+        a.touch(b"hot");
+        assert!(a.idle_ms(b"hot") < 20);
+        a.set_idle(b"old", 10_000);
+        // No earlier than the start.
+        assert!(a.idle_ms(b"old") < 10_000);
+        for i in 0..1000u32 {
+            a.touch(format!("key{i:05}").as_bytes());
+        }
+        assert!(a.last.len() <= 100, "{}", a.last.len());
+        a.touch(b"hot");
+        assert!(a.idle_ms(b"hot") < 20);
+    }
+}
