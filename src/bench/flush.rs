@@ -135,6 +135,8 @@ pub fn run(
             data: open(&cfg.flush.devices)?,
         };
         let mut eo = EngineOptions::from_config(cfg, 0);
+        // A bench measures its own reads and writes only.
+        eo.scrub = crate::engine::ScrubOptions::off();
         eo.split_keys = MemstoreConfig::even_splits(opts.regions);
         eo.flush_size = opts.flush_size;
         // Flushes alone: compactions would share the devices' bandwidth and

@@ -344,12 +344,10 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         // Segments below the replay point hold nothing the memstores need.
         inner.wal.release(replay_from - 1);
         let flushers = flush::spawn(&inner)?;
-        let scrubber = scrubber::spawn(&inner, inner.opts.scrub)
-            .map_err(|e| EngineError::Layout(format!("cannot start the background scrub: {e}")))?;
-        let engine = Engine {
+        let mut engine = Engine {
             inner,
             flushers,
-            scrubber,
+            scrubber: None,
             _locks: Vec::new(),
         };
         let (mut replayed, mut skipped) = (0, 0);
@@ -374,6 +372,10 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             replayed += 1;
         }
         engine.inner.replaying.store(u64::MAX, Ordering::SeqCst);
+        // After the replay, which has the devices until then; a failure
+        // here drops the engine, which stops the flush reactors.
+        engine.scrubber = scrubber::spawn(&engine.inner, engine.inner.opts.scrub)
+            .map_err(|e| EngineError::Layout(format!("cannot start the background scrub: {e}")))?;
         let report = OpenReport {
             created,
             files: state.files.len(),

@@ -93,7 +93,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         // Sources newest first: on equal keys the first one wins.
         let mut sources: Vec<Source<D>> = Vec::new();
         for ms in &view.mems {
-            sources.push(Source::Mem(MemSource::new(ms.clone(), from, to)));
+            sources.push(Source::Mem(MemSource::new(ms.clone(), from, to, limit)));
         }
         for t in &view.tables {
             if t.table.meta().entries == 0
@@ -195,15 +195,26 @@ pub(super) struct MemSource {
     buf: std::vec::IntoIter<Entry>,
     /// Where the next chunk starts, and whether that key was already read.
     next_from: Option<(Vec<u8>, bool)>,
+    /// Entries the next chunk copies out: the scan's limit at first (a
+    /// seek for one key, as SPOP's, copies one entry, not
+    /// [`MEM_CHUNK`]), doubling up to [`MEM_CHUNK`] when tombstones or
+    /// newer sources use them up.
+    chunk: usize,
 }
 
 impl MemSource {
-    pub(super) fn new(ms: Arc<Memstore>, from: &[u8], to: Option<&[u8]>) -> MemSource {
+    pub(super) fn new(
+        ms: Arc<Memstore>,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> MemSource {
         MemSource {
             ms,
             to: to.map(<[u8]>::to_vec),
             buf: Vec::new().into_iter(),
             next_from: Some((from.to_vec(), false)),
+            chunk: limit.clamp(1, MEM_CHUNK),
         }
     }
 
@@ -212,11 +223,11 @@ impl MemSource {
             return Some(e);
         }
         let (from, after) = self.next_from.take()?;
-        let chunk = self
-            .ms
-            .range_newest(&from, after, self.to.as_deref(), MEM_CHUNK);
-        if chunk.len() == MEM_CHUNK {
-            self.next_from = Some((chunk[MEM_CHUNK - 1].key.clone(), true));
+        let want = self.chunk;
+        self.chunk = (want * 2).min(MEM_CHUNK);
+        let chunk = self.ms.range_newest(&from, after, self.to.as_deref(), want);
+        if chunk.len() == want {
+            self.next_from = Some((chunk[want - 1].key.clone(), true));
         }
         self.buf = chunk.into_iter();
         self.buf.next()

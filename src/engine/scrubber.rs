@@ -151,6 +151,15 @@ fn run<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, opts: ScrubOptions) {
     }
 }
 
+/// Whether file `id` is still one of region `r`'s.
+fn live<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, r: usize, id: u64) -> bool {
+    inner.region[r]
+        .view()
+        .tables
+        .iter()
+        .any(|t| t.file.id == id)
+}
+
 /// One pass over the files live now; false once the engine stops.
 fn pass<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, rate: u64) -> bool {
     let files: Vec<(usize, u64, u64)> = inner
@@ -174,8 +183,7 @@ fn pass<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, rate: u64) -> bool {
         p.bytes_done = 0;
     });
     let state = &inner.scrub;
-    let started = Instant::now();
-    let mut read = 0u64;
+    let mut due = Instant::now();
     let mut stopped = false;
     for (r, id, len) in files {
         let table = inner.region[r]
@@ -184,30 +192,39 @@ fn pass<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, rate: u64) -> bool {
             .iter()
             .find(|t| t.file.id == id)
             .cloned();
-        if let Some(t) = table {
-            let checked = check(&t, &mut |n| {
-                // Keep to `rate` on average since the pass began.
-                read += n;
-                let due = started + Duration::from_secs_f64(read as f64 / rate as f64);
-                stopped = !state.sleep_until(due);
-                !stopped
-            });
-            if stopped {
-                return false;
-            }
-            for f in &checked.bad {
-                tracing::error!("scrub: BAD {f}");
-            }
+        let Some(t) = table else {
+            // Compacted away since the pass began: nothing to check.
             state.update(|p| {
-                p.blocks += checked.blocks;
-                p.bytes += checked.bytes;
-                p.bad_blocks += checked.bad.len() as u64;
-                p.findings.extend(checked.bad);
-                let extra = p.findings.len().saturating_sub(KEEP_FINDINGS);
-                p.findings.drain(..extra);
+                p.pass_files -= 1;
+                p.pass_bytes -= len;
             });
+            continue;
+        };
+        let mut blocks = 0u64;
+        let checked = check(&t, &mut |n| {
+            // A token bucket that runs no debt: after a slow stretch the
+            // scrub goes on at its rate rather than catching up in a burst.
+            due = due.max(Instant::now()) + Duration::from_secs_f64(n as f64 / rate as f64);
+            stopped = !state.sleep_until(due);
+            blocks += 1;
+            // A file compacted away meanwhile is let go at once, so its
+            // space is not held for the rest of a slow read of it.
+            !stopped && (blocks % 64 != 0 || live(inner, r, id))
+        });
+        drop(t);
+        if stopped {
+            return false;
+        }
+        for f in &checked.bad {
+            tracing::error!("scrub: BAD {f}");
         }
         state.update(|p| {
+            p.blocks += checked.blocks;
+            p.bytes += checked.bytes;
+            p.bad_blocks += checked.bad.len() as u64;
+            p.findings.extend(checked.bad);
+            let extra = p.findings.len().saturating_sub(KEEP_FINDINGS);
+            p.findings.drain(..extra);
             p.files_done += 1;
             p.bytes_done += len;
         });

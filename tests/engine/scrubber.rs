@@ -46,7 +46,7 @@ fn the_background_scrub_finds_a_block_gone_bad_at_rest() {
     assert!(!files.is_empty());
     // A clean pass that began after the flush reads every file.
     let after = e.stats().scrub.passes + 2;
-    let clean = wait_for(&e, "two passes", |p| p.passes >= after);
+    let clean = wait_for(&e, "two passes", |p| p.passes >= after && !p.running);
     assert_eq!(clean.rate, 64 << 20);
     assert_eq!(clean.bad_blocks, 0, "{clean:?}");
     assert!(clean.blocks >= files.len() as u64, "{clean:?}");

@@ -587,14 +587,26 @@ impl<'a> Shard<'a> {
     pub fn retire(&self) {
         let mut flight = self.flight.borrow_mut();
         let mut dirty = self.dirty.borrow_mut();
+        // A batch kept in flight, before the one at hand.
+        let mut earlier = false;
         flight.retain(|b| {
-            if !b.is_done() {
+            let keep = if !b.is_done() {
+                true
+            } else {
+                let failed = b.settle().is_err();
+                // A failed batch lets go of its keys only after the
+                // batches before it: one of them may have written the
+                // same key, and until it is in the memstore a read of the
+                // engine would find what came before both (and the row
+                // cache keep it). Until then its keys read as its writes,
+                // and the replies that read them get its error.
+                (failed && earlier) || (!failed && !b.deps.borrow().ready())
+            };
+            if keep {
+                earlier = true;
                 return true;
             }
             let failed = b.settle().is_err();
-            if !failed && !b.deps.borrow().ready() {
-                return true;
-            }
             // Batches of one turn at two levels may depend on each other
             // (a command at one level read a key written at the other):
             // the references go with the batch, so neither outlives it.
@@ -608,6 +620,10 @@ impl<'a> Shard<'a> {
                         // The engine holds this write now.
                         self.rows.put(k, d.value);
                     }
+                } else if !failed && !dirty.contains_key(&k) {
+                    // Its insert may have changed what the engine holds
+                    // under a later write that is gone from the table.
+                    self.rows.forget(&k);
                 }
             }
             false

@@ -20,9 +20,10 @@ use std::rc::Rc;
 use quick_cache::unsync::Cache;
 use quick_cache::Weighter;
 
-/// Bytes an entry costs beyond its key and value (the cache's slot, the
-/// value's allocation).
-const OVERHEAD: u64 = 64;
+/// Bytes an entry costs beyond its key and value, about: the key's and
+/// the value's allocations and headers, the `Rc`, the cache's slot and
+/// its share of the ghost entries the cache keeps of evicted keys.
+const OVERHEAD: u64 = 160;
 
 /// What a cached key holds: its value, or `None` when it has none.
 /// (Shared with the dirty table's value when a write leaves it.)

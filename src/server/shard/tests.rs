@@ -264,3 +264,43 @@ fn a_failed_write_leaves_the_row_cache_to_the_engine() {
         "the engine's value, not the failed write's"
     );
 }
+
+#[test]
+fn a_failed_batch_keeps_its_keys_until_an_earlier_write_of_them_is_in() {
+    // `sync` acknowledgements take 300 ms; `write` ones come at once.
+    let mut m = testing::model(0);
+    m.flush_us = 300_000;
+    let devices = testing::sim_devices(&m);
+    let engine = testing::open_any(&devices);
+    let shard = Shard::new(&engine, 1 << 20);
+    // One turn: k = v1 at `sync`, then k = v2 at `write` in a batch that
+    // fails (another write of it has a key over the engine's limit).
+    let mut a = Deps::default();
+    shard.write(Durability::Sync, vec![put("k", "v1")], &mut a);
+    let mut b = Deps::default();
+    shard.write(Durability::Write, vec![put("k", "v2")], &mut b);
+    let mut c = Deps::default();
+    shard.write(
+        Durability::Write,
+        vec![(vec![b'x'; 4000], Some(b"y".to_vec()))],
+        &mut c,
+    );
+    shard.submit(&notify());
+    shard.retire();
+    assert!(!a.ready(), "the sync batch is still on its way");
+    assert!(b.ready() && b.failure().is_some(), "the write batch failed");
+    // Not the engine's old value (none): the failed write, and its error.
+    let mut r = Deps::default();
+    assert_eq!(shard.get(b"k", &mut r).unwrap(), Some(b"v2".to_vec()));
+    assert!(r.failure().is_some());
+    settle(&shard, &a);
+    drain(&shard);
+    assert!(a.failure().is_none());
+    assert_eq!(engine.get(b"k").unwrap(), Some(b"v1".to_vec()));
+    let mut r = Deps::default();
+    assert_eq!(
+        shard.get(b"k", &mut r).unwrap(),
+        Some(b"v1".to_vec()),
+        "the row cache agrees with the engine"
+    );
+}
