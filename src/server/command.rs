@@ -173,6 +173,7 @@ impl<'a> Conn<'a> {
                 _ => not_integer(),
             }),
             "module" => Outcome::Reply(super::help::module(&args[1..])),
+            "cluster" => Outcome::Reply(super::help::cluster(&args[1..])),
             "multi" => Outcome::Reply(self.multi()),
             "exec" => Outcome::Reply(self.exec()),
             "discard" => Outcome::Reply(self.discard()),

@@ -24,6 +24,7 @@ mod replace;
 mod restart;
 mod revealed;
 mod scripting;
+mod single_node;
 mod streams;
 mod tools;
 mod tracking;

@@ -474,3 +474,46 @@ fn the_struct_library_packs_and_unpacks() {
         .contains("invalid format option 'q'"));
     assert!(e(&mut c, &["EVAL", "struct.pack = nil", "0"]).contains("readonly"));
 }
+
+#[test]
+fn sort_by_a_constant_sorts_a_set_for_a_script() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    // SORT BY a constant sorts a set's members for a script (whose result
+    // must not depend on the set's order), and not for a client.
+    q::<()>(&mut c, &["SADD", "myset", "c", "a", "b", "aa"]);
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('sort', KEYS[1], 'by', '_')",
+                "1",
+                "myset"
+            ]
+        ),
+        ["a", "aa", "b", "c"]
+    );
+    assert_eq!(
+        q::<Vec<Option<String>>>(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('sort', KEYS[1], 'by', '_', 'get', '#', 'get', '_:*')",
+                "1",
+                "myset"
+            ]
+        ),
+        [
+            Some("a".into()),
+            None,
+            Some("aa".into()),
+            None,
+            Some("b".into()),
+            None,
+            Some("c".into()),
+            None
+        ]
+    );
+}

@@ -293,7 +293,7 @@ impl Conn<'_> {
         }
         // The command table flags what makes no sense in a script
         // (MULTI, WATCH, SUBSCRIBE, EVAL, CLIENT, SHUTDOWN, ...).
-        if spec.flags.contains(&"noscript") {
+        if crate::server::table::noscript(spec, &args) {
             return fail("ERR This Redis command is not allowed from script");
         }
         if matches!(spec.name, "xread" | "xreadgroup")
