@@ -517,3 +517,108 @@ fn sort_by_a_constant_sorts_a_set_for_a_script() {
         ]
     );
 }
+
+#[test]
+fn scripts_meet_lua_limits_as_redis_scripts_do() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    // A table that holds itself: arrays nest until the conversion stops,
+    // with an error in the innermost place; the connection goes on.
+    let mut raw = s.raw();
+    let script = b"local a = {}; local b = {a}; a[1] = b; return a";
+    let first = crate::request_line(&mut raw, &crate::resp(&[b"EVAL", script, b"0"]));
+    assert_eq!(first, "*1\r\n");
+    let mut depth = 1;
+    let last = loop {
+        let line = crate::read_line(&mut raw);
+        if line != "*1\r\n" {
+            break line;
+        }
+        depth += 1;
+    };
+    assert_eq!(last, "-ERR reached lua stack limit\r\n");
+    assert!(depth >= 100, "{depth}");
+    assert_eq!(
+        crate::request_line(&mut raw, &crate::resp(&[b"PING"])),
+        "+PONG\r\n"
+    );
+    // A command with nearly as many arguments as a C function's stack
+    // holds.
+    let many = "local a = {} for i = 1, 7999 do a[i] = 1 end \
+                return redis.call('lpush', KEYS[1], unpack(a))";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", many, "1", "l"]), 7999);
+    // Code loads only as text: a binary chunk is refused, as by load.
+    let dumped = "return loadstring(string.dump(function() return 1 end))()";
+    assert!(e(&mut c, &["EVAL", dumped, "0"]).contains("attempt to call a nil value"));
+    assert_eq!(
+        q::<String>(
+            &mut c,
+            &[
+                "EVAL",
+                "return select(2, loadstring(string.dump(function() end)))",
+                "0"
+            ]
+        ),
+        "[string \"\u{1b}LuaQ\"]:1: unexpected symbol near 'char(27)'"
+    );
+    let read = "local s = string.dump(function() return 1 end) \
+                return select(2, load(function() local p = s; s = nil; return p end))";
+    assert_eq!(
+        q::<String>(&mut c, &["EVAL", read, "0"]),
+        "(load):1: unexpected symbol near 'char(27)'"
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["EVAL", "return loadstring('return 7')()", "0"]),
+        7
+    );
+}
+
+#[test]
+fn acl_check_cmd_answers_for_the_scripts_user() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    q::<()>(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+        ],
+    );
+    q::<()>(&mut c, &["AUTH", "bob", "123"]);
+    let check = |c: &mut redis::Connection, call: &str| -> Value {
+        q(
+            c,
+            &["EVAL", &format!("return redis.acl_check_cmd({call})"), "0"],
+        )
+    };
+    assert_eq!(check(&mut c, "'set', 'xx', 1"), Value::Int(1));
+    // Not its command, not its key.
+    assert_eq!(check(&mut c, "'hset', 'xx', 'f', 1"), Value::Nil);
+    assert_eq!(check(&mut c, "'set', 'yy', 1"), Value::Nil);
+    // A request of the wrong arity names no key: the command alone.
+    assert_eq!(check(&mut c, "'set'"), Value::Int(1));
+    assert!(e(
+        &mut c,
+        &[
+            "EVAL",
+            "return redis.acl_check_cmd('invalid-cmd', 'arg')",
+            "0"
+        ]
+    )
+    .starts_with("ERR Invalid command passed to redis.acl_check_cmd()"));
+    assert!(e(&mut c, &["EVAL", "return redis.acl_check_cmd()", "0"])
+        .starts_with("ERR Please specify at least one argument for this redis lib call"));
+    assert!(e(
+        &mut c,
+        &["EVAL", "return redis.acl_check_cmd('set', {})", "0"]
+    )
+    .starts_with("ERR Lua redis lib command arguments must be strings or integers"));
+}

@@ -15,7 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value, VmState};
+use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
 
 use super::convert::{argument, error_table, from_lua, to_lua};
 use super::{message, Vm};
@@ -23,7 +23,7 @@ use crate::server::cmd::integer;
 use crate::server::conn::{Conn, Outcome};
 use crate::server::resp::Reply;
 use crate::server::shard::busy::{Running, Verdict};
-use crate::server::table::{position, COMMANDS};
+use crate::server::table::{lookup, position, COMMANDS};
 
 /// What a script is run as.
 pub struct Run<'s> {
@@ -232,11 +232,15 @@ impl Conn<'_> {
         }
         let conn = RefCell::new(&mut *self);
         let outcome = lua.scope(|scope| {
-            let call = scope.create_function(|lua, argv: MultiValue| {
+            let call = scope.create_function(|lua, (n, argv): (usize, Table)| {
                 let mut c = conn.borrow_mut();
-                c.script_call(lua, argv, read_only, resp.get() == 3, &wrote)
+                c.script_call(lua, n, &argv, read_only, resp.get() == 3, &wrote)
             })?;
             lib.raw_set("__call", call)?;
+            let acl = scope.create_function(|lua, (n, argv): (usize, Table)| {
+                conn.borrow_mut().script_acl_check(lua, n, &argv)
+            })?;
+            lib.raw_set("__acl", acl)?;
             let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
             let out: (bool, Value) = if r.function {
                 run.call((r.f.clone(), true, keys, args))?
@@ -246,6 +250,7 @@ impl Conn<'_> {
                 run.call((r.f.clone(), false))?
             };
             lib.raw_set("__call", Value::Nil)?;
+            lib.raw_set("__acl", Value::Nil)?;
             Ok(out)
         });
         lua.remove_hook();
@@ -260,29 +265,45 @@ impl Conn<'_> {
         }
     }
 
-    /// `redis.call` and `redis.pcall`: runs a command for the script;
-    /// (true, its reply) or (false, `{err = ...}`).
+    /// `redis.acl_check_cmd`: (true, whether the script's user may run
+    /// the command in the first `n` values of `argv`), or (false, an
+    /// error for a request that is none).
+    fn script_acl_check(
+        &mut self,
+        lua: &Lua,
+        n: usize,
+        argv: &Table,
+    ) -> mlua::Result<(bool, Value)> {
+        let args = match script_args(n, argv)? {
+            Ok(args) => args,
+            Err(msg) => return Ok((false, error_table(lua, msg)?)),
+        };
+        match lookup(&args[0]) {
+            Some(spec) => Ok((true, Value::Boolean(self.acl_allows(spec, &args)))),
+            None => Ok((
+                false,
+                error_table(lua, "ERR Invalid command passed to redis.acl_check_cmd()")?,
+            )),
+        }
+    }
+
+    /// `redis.call` and `redis.pcall`: runs the command in the first `n`
+    /// values of `argv` for the script; (true, its reply) or (false,
+    /// `{err = ...}`).
     fn script_call(
         &mut self,
         lua: &Lua,
-        argv: MultiValue,
+        n: usize,
+        argv: &Table,
         read_only: bool,
         resp3: bool,
         wrote: &Cell<bool>,
     ) -> mlua::Result<(bool, Value)> {
         let fail = |msg: &str| Ok((false, error_table(lua, msg)?));
-        if argv.is_empty() {
-            return fail("ERR Please specify at least one argument for this redis lib call");
-        }
-        let mut args = Vec::with_capacity(argv.len());
-        for v in argv.iter() {
-            match argument(v) {
-                Some(a) => args.push(a),
-                None => {
-                    return fail("ERR Lua redis lib command arguments must be strings or integers")
-                }
-            }
-        }
+        let args = match script_args(n, argv)? {
+            Ok(args) => args,
+            Err(msg) => return fail(msg),
+        };
         let Some(at) = position(&args[0]) else {
             return fail("ERR Unknown Redis command called from script");
         };
@@ -387,6 +408,27 @@ impl Conn<'_> {
             )),
         }
     }
+}
+
+/// The request in the first `n` values of `argv`, or why it is none.
+fn script_args(n: usize, argv: &Table) -> mlua::Result<Result<Vec<Vec<u8>>, &'static str>> {
+    if n == 0 {
+        return Ok(Err(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
+    }
+    let mut args = Vec::with_capacity(n);
+    for i in 1..=n {
+        match argument(&argv.raw_get::<Value>(i)?) {
+            Some(a) => args.push(a),
+            None => {
+                return Ok(Err(
+                    "ERR Lua redis lib command arguments must be strings or integers",
+                ))
+            }
+        }
+    }
+    Ok(Ok(args))
 }
 
 /// The reply of a script that raised `e` (an `{err = ...}` table).

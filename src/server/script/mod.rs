@@ -131,7 +131,7 @@ fn message(e: &mlua::Error) -> String {
 }
 
 /// The parts of `redis` that do not call commands (`prelude.lua` adds
-/// `call`, `pcall`, `error_reply` and `status_reply`).
+/// `call`, `pcall`, `acl_check_cmd`, `error_reply` and `status_reply`).
 fn redis_library(lua: &Lua, resp: &Rc<Cell<u8>>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
@@ -205,18 +205,6 @@ fn redis_library(lua: &Lua, resp: &Rc<Cell<u8>>) -> mlua::Result<Table> {
     t.set(
         "debug",
         lua.create_function(|_, _: mlua::Variadic<Value>| Ok(()))?,
-    )?;
-    t.set(
-        "acl_check_cmd",
-        lua.create_function(|_, args: mlua::Variadic<Value>| {
-            let name = args.first().and_then(convert::argument);
-            match name.and_then(|n| crate::server::table::lookup(&n)) {
-                Some(_) => Ok(true),
-                None => Err(mlua::Error::runtime(
-                    "Invalid command passed to redis.acl_check_cmd()",
-                )),
-            }
-        })?,
     )?;
     for (name, v) in [
         ("LOG_DEBUG", 0),
