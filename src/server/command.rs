@@ -127,22 +127,22 @@ impl<'a> Conn<'a> {
                 Outcome::Reply(Reply::Status("RESET"))
             }
             "time" => Outcome::Reply(time()),
-            "function" => Outcome::Reply(self.function_command(&args[1..])),
-            "eval" => {
-                let r = self.eval(&args, false, false);
+            // What Lua takes is told to INFO after each scripting command.
+            "function" | "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "script" | "fcall"
+            | "fcall_ro" => {
+                let r = match spec.name {
+                    "function" => self.function_command(&args[1..]),
+                    "eval" => self.eval(&args, false, false),
+                    "eval_ro" => self.eval(&args, false, true),
+                    "evalsha" => self.eval(&args, true, false),
+                    "evalsha_ro" => self.eval(&args, true, true),
+                    "script" => self.script_command(&args[1..]),
+                    "fcall" => self.fcall(&args, false),
+                    _ => self.fcall(&args, true),
+                };
                 self.report_scripting();
                 Outcome::Reply(r)
             }
-            "eval_ro" => Outcome::Reply(self.eval(&args, false, true)),
-            "evalsha" => Outcome::Reply(self.eval(&args, true, false)),
-            "evalsha_ro" => Outcome::Reply(self.eval(&args, true, true)),
-            "script" => {
-                let r = self.script_command(&args[1..]);
-                self.report_scripting();
-                Outcome::Reply(r)
-            }
-            "fcall" => Outcome::Reply(self.fcall(&args, false)),
-            "fcall_ro" => Outcome::Reply(self.fcall(&args, true)),
             "stria.durability" => Outcome::Reply(self.set_durability(&args[1..])),
             "shutdown" => match args.get(1).map(|a| a.to_ascii_lowercase()) {
                 Some(a) if a == b"abort" => Outcome::Reply(Reply::err("No shutdown in progress.")),

@@ -6,7 +6,7 @@
 use redis::Value;
 
 use crate::harness::{tempdir, Map, Server};
-use crate::{e, q};
+use crate::{e, info_u64, q};
 
 fn bulk(s: &str) -> Value {
     Value::BulkString(s.as_bytes().to_vec())
@@ -621,4 +621,32 @@ fn acl_check_cmd_answers_for_the_scripts_user() {
         &["EVAL", "return redis.acl_check_cmd('set', {})", "0"]
     )
     .starts_with("ERR Lua redis lib command arguments must be strings or integers"));
+}
+
+#[test]
+fn script_flush_starts_a_new_lua_state_and_replaced_libraries_are_freed() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    // SCRIPT FLUSH makes a new state, as small as a fresh one.
+    for i in 0..200 {
+        q::<i64>(&mut c, &["EVAL", &format!("return {i}"), "0"]);
+    }
+    q::<()>(&mut c, &["SCRIPT", "FLUSH"]);
+    let fresh = info_u64(&mut c, "memory", "used_memory_lua");
+    assert!(fresh > 0 && fresh < 100 * 1024, "{fresh}");
+    let body = "#!lua name=lib\nredis.register_function('f', function(KEYS, ARGV) \
+                return redis.call('incr', KEYS[1]) end)";
+    for _ in 0..500 {
+        q::<String>(&mut c, &["FUNCTION", "LOAD", "REPLACE", body]);
+        q::<i64>(&mut c, &["FCALL", "f", "1", "n"]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["GET", "n"]), 500);
+    // INFO follows FUNCTION and FCALL too, and 500 replaced libraries
+    // are not kept.
+    let after = info_u64(&mut c, "memory", "used_memory_lua");
+    assert!(after < fresh + 30 * 1024, "{fresh} then {after}");
+    q::<()>(&mut c, &["SCRIPT", "FLUSH"]);
+    // The libraries load again into the new state.
+    assert_eq!(q::<i64>(&mut c, &["FCALL", "f", "1", "n"]), 501);
 }

@@ -75,6 +75,7 @@ impl<'a> Conn<'a> {
                     tracing::warn!("a stored function library does not load: {e}");
                 }
             }
+            vm.collect();
             *self.shard.scripting() = Some(vm);
         }
         let slot = self.shard.scripting();
@@ -254,6 +255,9 @@ impl Conn<'_> {
             Ok(out)
         });
         lua.remove_hook();
+        if let Ok(vm) = self.vm() {
+            vm.after_run();
+        }
         self.shard.busy().set_running(None);
         if !nested {
             self.shard.end_atomic();
@@ -380,8 +384,11 @@ impl Conn<'_> {
                         return Reply::err("SCRIPT FLUSH only support SYNC|ASYNC option");
                     }
                 }
-                if let Some(vm) = self.shard.scripting().as_mut() {
-                    vm.flush_scripts();
+                // As Redis, a new Lua state: nothing a script left in the
+                // old one survives. The function libraries load again.
+                *self.shard.scripting() = None;
+                if let Err(r) = self.vm() {
+                    return r;
                 }
                 Reply::ok()
             }

@@ -24,6 +24,10 @@ use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
 pub use function::Library;
 
+/// How many scripts run between steps of the collector, and how many KB
+/// each step takes (Redis's `LUA_GC_CYCLE_PERIOD`).
+const GC_PERIOD: u32 = 50;
+
 /// The prelude that sandboxes a state.
 const PRELUDE: &str = include_str!("prelude.lua");
 
@@ -47,6 +51,8 @@ pub struct Vm {
     resp: Rc<Cell<u8>>,
     /// EVAL's scripts by SHA1: the compiled function and the body.
     scripts: HashMap<String, (Function, Vec<u8>)>,
+    /// Scripts run since the collector last took a step.
+    runs: Cell<u32>,
     /// Function libraries by name, and their functions by name.
     pub libraries: HashMap<String, Library>,
     pub functions: HashMap<String, (String, Function, Vec<String>)>,
@@ -75,6 +81,7 @@ impl Vm {
             activate,
             resp,
             scripts: HashMap::new(),
+            runs: Cell::new(0),
             libraries: HashMap::new(),
             functions: HashMap::new(),
         })
@@ -100,13 +107,26 @@ impl Vm {
         self.scripts.get(sha).map(|(f, _)| f.clone())
     }
 
+    /// After each script: every 50 runs, a step of the collector (of 50
+    /// KB), as Redis takes one, so that what scripts leave is freed
+    /// without a full collection's pause.
+    pub fn after_run(&self) {
+        let runs = self.runs.get() + 1;
+        if runs >= GC_PERIOD {
+            let _ = self.lua.gc_step_kbytes(GC_PERIOD as i32);
+            self.runs.set(0);
+        } else {
+            self.runs.set(runs);
+        }
+    }
+
     pub fn has_script(&self, sha: &str) -> bool {
         self.scripts.contains_key(sha)
     }
 
-    /// SCRIPT FLUSH.
-    pub fn flush_scripts(&mut self) {
-        self.scripts.clear();
+    /// A full collection: after a library is loaded or deleted, which
+    /// leaves a whole library's code and tables behind.
+    pub fn collect(&self) {
         self.lua.gc_collect().ok();
     }
 
