@@ -62,6 +62,11 @@ impl<'a> Conn<'a> {
         if let Some(r) = self.monitor_refusal(spec) {
             return (spec.name, Outcome::Reply(self.reject(r)));
         }
+        if spec.flags.contains(&"write") {
+            if let Some(r) = self.replicas_refusal() {
+                return (spec.name, Outcome::Reply(self.reject(r)));
+            }
+        }
         if self.in_multi() {
             if let Some(r) = self.queue(spec, &args) {
                 return (spec.name, Outcome::Reply(r));

@@ -126,7 +126,19 @@ impl<'a> Conn<'a> {
             read_only,
         })
     }
+
+    /// NOREPLICAS, when min-replicas-to-write asks for replicas: Stria
+    /// has none, so it then takes no writes.
+    pub fn replicas_refusal(&self) -> Option<Reply> {
+        self.shared
+            .settings
+            .replicas_short()
+            .then(|| Reply::Error(NOREPLICAS.into()))
+    }
 }
+
+/// Redis's refusal of a write that too few replicas would copy.
+const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// How often a script past busy-reply-threshold answers the other clients.
 const BUSY_POLL: Duration = Duration::from_millis(2);
@@ -336,6 +348,11 @@ impl Conn<'_> {
             return fail(&e);
         }
         if spec.flags.contains(&"write") {
+            // Once a script has written, it may not fail on the server's
+            // state: only its first write is checked.
+            if !wrote.get() && self.shared.settings.replicas_short() {
+                return fail(NOREPLICAS);
+            }
             wrote.set(true);
         }
         let outer = std::mem::replace(&mut self.scripting, true);

@@ -474,6 +474,11 @@ impl<'a> Conn<'a> {
         if read_only && !no_writes {
             return Reply::err("Can not execute a script with write flag using *_ro command.");
         }
+        if !no_writes {
+            if let Some(r) = self.replicas_refusal() {
+                return r;
+            }
+        }
         self.run_script(Run {
             f,
             name: &name,
