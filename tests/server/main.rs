@@ -23,6 +23,7 @@ mod pubsub;
 mod replace;
 mod restart;
 mod revealed;
+mod script_flags;
 mod scripting;
 mod single_node;
 mod streams;

@@ -69,9 +69,19 @@ fn min_replicas_to_write_refuses_every_write_without_replicas() {
     q::<()>(&mut c, &["MULTI"]);
     assert_eq!(e(&mut c, &["INCR", "n"]), NOREPLICAS);
     assert!(e(&mut c, &["EXEC"]).starts_with("EXECABORT"));
-    // A script is refused at its first write.
+    // A script whose shebang lets it write is refused before it runs;
+    // one without a shebang, at its first write.
     let get = "return redis.call('get', KEYS[1])";
-    assert_eq!(q::<String>(&mut c, &["EVAL", get, "1", "x"]), "some value");
+    for script in [get.to_string(), format!("#!lua flags=no-writes\n{get}")] {
+        assert_eq!(
+            q::<String>(&mut c, &["EVAL", &script, "1", "x"]),
+            "some value"
+        );
+    }
+    assert_eq!(
+        e(&mut c, &["EVAL", &format!("#!lua\n{get}"), "1", "x"]),
+        NOREPLICAS
+    );
     assert!(e(
         &mut c,
         &["EVAL", "return redis.call('set', KEYS[1], 1)", "1", "x"]

@@ -97,7 +97,7 @@ impl<'a> Conn<'a> {
             Ok(k) => k,
             Err(r) => return r,
         };
-        let (f, sha) = {
+        let (f, shebang, sha) = {
             let mut vm = match self.vm() {
                 Ok(vm) => vm,
                 Err(r) => return r,
@@ -111,10 +111,26 @@ impl<'a> Conn<'a> {
                 }
             };
             match vm.script(&sha) {
-                Some(f) => (f, sha),
+                Some((f, shebang)) => (f, shebang, sha),
                 None => {
                     return Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into())
                 }
+            }
+        };
+        // A script with a shebang declares whether it writes, and is
+        // refused at once where it may not; one without it is checked
+        // write by write.
+        let no_writes = match &shebang {
+            None => false,
+            Some(s) if s.no_writes() => true,
+            Some(_) if read_only => {
+                return Reply::err("Can not execute a script with write flag using *_ro command.")
+            }
+            Some(_) => {
+                if let Some(r) = self.replicas_refusal() {
+                    return r;
+                }
+                false
             }
         };
         self.run_script(Run {
@@ -123,7 +139,7 @@ impl<'a> Conn<'a> {
             keys,
             args: rest,
             function: false,
-            read_only,
+            read_only: read_only || no_writes,
         })
     }
 

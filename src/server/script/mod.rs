@@ -14,6 +14,7 @@ mod eval;
 pub(crate) mod function;
 mod json;
 mod msgpack;
+mod shebang;
 mod struct_lib;
 
 use std::cell::Cell;
@@ -23,6 +24,7 @@ use std::rc::Rc;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
 pub use function::Library;
+pub use shebang::Shebang;
 
 /// How many scripts run between steps of the collector, and how many KB
 /// each step takes (Redis's `LUA_GC_CYCLE_PERIOD`).
@@ -49,8 +51,9 @@ pub struct Vm {
     activate: Function,
     /// The protocol `redis.call` replies are converted in (`setresp`).
     resp: Rc<Cell<u8>>,
-    /// EVAL's scripts by SHA1: the compiled function and the body.
-    scripts: HashMap<String, (Function, Vec<u8>)>,
+    /// EVAL's scripts by SHA1: the compiled function, the body, and
+    /// what its shebang declares (`None`: it has none).
+    scripts: HashMap<String, (Function, Vec<u8>, Option<Shebang>)>,
     /// Scripts run since the collector last took a step.
     runs: Cell<u32>,
     /// Function libraries by name, and their functions by name.
@@ -92,19 +95,24 @@ impl Vm {
     pub fn load(&mut self, body: &[u8]) -> Result<String, String> {
         let sha = sha1hex(body);
         if !self.scripts.contains_key(&sha) {
+            let (shebang, code_at) = shebang::parse(body)?;
             let f = self
                 .lua
-                .load(body)
+                .load(&body[code_at..])
                 .set_name("@user_script")
                 .into_function()
                 .map_err(|e| format!("Error compiling script (new function): {}", message(&e)))?;
-            self.scripts.insert(sha.clone(), (f, body.to_vec()));
+            self.scripts
+                .insert(sha.clone(), (f, body.to_vec(), shebang));
         }
         Ok(sha)
     }
 
-    pub fn script(&self, sha: &str) -> Option<Function> {
-        self.scripts.get(sha).map(|(f, _)| f.clone())
+    /// A cached script: its function and its shebang.
+    pub fn script(&self, sha: &str) -> Option<(Function, Option<Shebang>)> {
+        self.scripts
+            .get(sha)
+            .map(|(f, _, shebang)| (f.clone(), shebang.clone()))
     }
 
     /// After each script: every 50 runs, a step of the collector (of 50
