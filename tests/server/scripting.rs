@@ -178,6 +178,10 @@ fn scripts_are_sandboxed_cached_and_read_only_when_asked() {
             "Attempt to modify a readonly table",
         ),
         ("cjson.encode = nil", "Attempt to modify a readonly table"),
+        (
+            "getmetatable('').__index.upper = nil",
+            "Attempt to modify a readonly table",
+        ),
         ("loadfile('x')", "nonexistent global variable 'loadfile'"),
         ("io.open('x')", "nonexistent global variable 'io'"),
         ("os.execute('true')", "attempt to call field 'execute'"),
@@ -186,6 +190,11 @@ fn scripts_are_sandboxed_cached_and_read_only_when_asked() {
         let err = e(&mut c, &["EVAL", script, "0"]);
         assert!(err.contains(want), "{script}: {err}");
     }
+    // Strings' methods are still there.
+    assert_eq!(
+        q::<String>(&mut c, &["EVAL", "return ('a'):upper()", "0"]),
+        "A"
+    );
     assert!(e(&mut c, &["EVAL", "return =", "0"]).starts_with("ERR Error compiling script"));
     // The cache.
     let sha: String = q(&mut c, &["SCRIPT", "LOAD", "return 'loaded'"]);

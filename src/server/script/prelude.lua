@@ -228,6 +228,10 @@ for _, name in raw_pairs({ "redis", "bit", "cjson", "cmsgpack", "struct", "strin
     lib[name] = readonly(lib[name])
   end
 end
+-- Strings' methods are looked up in the string library: through the
+-- read-only one, or getmetatable('').__index would change it for every
+-- script.
+lib.getmetatable("").__index = lib.string
 
 lib.setmetatable = function(t, mt)
   if protected[t] then
