@@ -104,7 +104,13 @@ fn eval_converts_and_calls_as_redis() {
             "ERR Lua redis lib command arguments must be strings or integers",
         ),
     ] {
-        assert_eq!(e(&mut c, &["EVAL", script, "0"]), want, "{script}");
+        // Raised, an error says where it happened, as Redis's do.
+        let sha: String = q(&mut c, &["SCRIPT", "LOAD", script]);
+        assert_eq!(
+            e(&mut c, &["EVAL", script, "0"]),
+            format!("{want} script: {sha}, on @user_script:1."),
+            "{script}"
+        );
     }
     // Libraries.
     assert_eq!(
@@ -658,4 +664,44 @@ fn script_flush_starts_a_new_lua_state_and_replaced_libraries_are_freed() {
     q::<()>(&mut c, &["SCRIPT", "FLUSH"]);
     // The libraries load again into the new state.
     assert_eq!(q::<i64>(&mut c, &["FCALL", "f", "1", "n"]), 501);
+}
+
+#[test]
+fn a_raised_error_says_where_in_the_script_it_happened() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let at = |c: &mut redis::Connection, script: &str| -> String {
+        let sha: String = q(c, &["SCRIPT", "LOAD", script]);
+        e(c, &["EVALSHA", &sha, "0"]).replace(&sha, "<sha>")
+    };
+    assert_eq!(
+        at(
+            &mut c,
+            "local x = 1\nlocal y = redis.call('nosuch')\nreturn y"
+        ),
+        "ERR Unknown Redis command called from script script: <sha>, on @user_script:2."
+    );
+    assert_eq!(
+        at(&mut c, "error({err = 'MY_CODE custom'})"),
+        "MY_CODE custom script: <sha>, on @user_script:1."
+    );
+    assert_eq!(
+        at(&mut c, "local function h() error('boom') end\nh()"),
+        "ERR user_script:1: boom script: <sha>, on @user_script:1."
+    );
+    // An error returned, not raised, is the reply as it is.
+    assert_eq!(
+        e(&mut c, &["EVAL", "return redis.pcall('nosuch')", "0"]),
+        "ERR Unknown Redis command called from script"
+    );
+    // A function's errors name the function and its library's lines.
+    let lib = "#!lua name=lib\n\
+               redis.register_function('f', function() return nope end)";
+    q::<String>(&mut c, &["FUNCTION", "LOAD", lib]);
+    assert_eq!(
+        e(&mut c, &["FCALL", "f", "0"]),
+        "ERR user_function:2: Script attempted to access nonexistent global variable \
+         'nope' script: f, on @user_function:2."
+    );
 }

@@ -486,14 +486,17 @@ fn script_error(e: &Value, name: &str) -> Reply {
     } else {
         msg
     };
-    // Where a Lua error happened, as Redis says it.
-    let at = msg
-        .split_once("user_script:")
-        .and_then(|(_, rest)| rest.split_once(':'))
-        .map(|(line, _)| line)
-        .filter(|l| l.chars().all(|c| c.is_ascii_digit()) && !l.is_empty());
+    // Where it happened, as Redis says it.
+    let at = match e {
+        Value::Table(t) => t
+            .raw_get::<Option<String>>("source")
+            .ok()
+            .flatten()
+            .zip(t.raw_get::<Option<i64>>("line").ok().flatten()),
+        _ => None,
+    };
     match at {
-        Some(line) => Reply::Error(format!("{msg} script: {name}, on @user_script:{line}.")),
+        Some((source, line)) => Reply::Error(format!("{msg} script: {name}, on {source}:{line}.")),
         None => Reply::Error(msg),
     }
 }

@@ -74,6 +74,7 @@ impl Vm {
         g.set("cjson", json::library(&lua)?)?;
         g.set("cmsgpack", msgpack::library(&lua)?)?;
         g.set("struct", struct_lib::library(&lua)?)?;
+        g.set("__where", lua.create_function(user_frame)?)?;
         let (lib, run, library_env, activate): (Table, Function, Function, Function) =
             lua.load(PRELUDE).set_name("@prelude").call(())?;
         Ok(Vm {
@@ -146,6 +147,29 @@ impl Vm {
     pub fn memory(&self) -> usize {
         self.lua.used_memory()
     }
+}
+
+/// Where the script's own code is in the stack as an error is handled:
+/// the source and line of the innermost frame of a script or function
+/// (the prelude's and the server's functions are skipped), as Redis's
+/// error handler finds the caller of a failing `redis.call`. Not found
+/// after a tail call into the prelude (`return redis.call(...)` replaces
+/// the script's frame, where Redis's C `redis.call` keeps it): that
+/// error then says no place.
+fn user_frame(lua: &Lua, _: ()) -> mlua::Result<(Option<String>, Option<i64>)> {
+    for level in 1.. {
+        let frame = lua.inspect_stack(level, |d| {
+            (d.source().source.map(|s| s.into_owned()), d.current_line())
+        });
+        match frame {
+            None => break,
+            Some((Some(source), Some(line))) if source.starts_with("@user_") => {
+                return Ok((Some(source), Some(line as i64)))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok((None, None))
 }
 
 /// The text of a Lua error, without mlua's decoration.

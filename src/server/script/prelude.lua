@@ -283,12 +283,20 @@ end
 
 -- A script's error as Redis reports it: a table with the error reply in
 -- `err`; a plain Lua error becomes one with the ERR code.
+-- Like Redis's, it notes where in the script the error happened.
+local user_frame = lib.__where
+lib.__where = nil
 local function handler(e)
   if raw_type(e) ~= "table" then
     -- An error of the server's own functions comes with its kind and a
     -- traceback: the message alone, as Redis gives it.
     local msg = raw_tostring(e):gsub("^runtime error: ", ""):gsub("%s*stack traceback:.*$", "")
     e = { err = "ERR " .. msg }
+  end
+  local source, line = user_frame()
+  if source ~= nil then
+    raw_rawset(e, "source", source)
+    raw_rawset(e, "line", line)
   end
   return e
 end
