@@ -62,6 +62,11 @@ impl<'a> Conn<'a> {
         if let Some(r) = self.monitor_refusal(spec) {
             return (spec.name, Outcome::Reply(self.reject(r)));
         }
+        if spec.flags.contains(&"write") {
+            if let Some(r) = self.replicas_refusal() {
+                return (spec.name, Outcome::Reply(self.reject(r)));
+            }
+        }
         if self.in_multi() {
             if let Some(r) = self.queue(spec, &args) {
                 return (spec.name, Outcome::Reply(r));
@@ -98,8 +103,6 @@ impl<'a> Conn<'a> {
             "info" => Outcome::Reply(self.info(&args[1..])),
             "config" => Outcome::Reply(self.config(&args[1..])),
             "command" => Outcome::Reply(super::command_info::command(&args[1..])),
-            // As Redis without cluster support answers every subcommand.
-            "cluster" => Outcome::Reply(Reply::err("This instance has cluster support disabled")),
             "waitaof" => Outcome::Reply(self.waitaof(&args[1..])),
             "save" => {
                 // Every write applied is made durable before the reply.
@@ -130,22 +133,22 @@ impl<'a> Conn<'a> {
                 Outcome::Reply(Reply::Status("RESET"))
             }
             "time" => Outcome::Reply(time()),
-            "function" => Outcome::Reply(self.function_command(&args[1..])),
-            "eval" => {
-                let r = self.eval(&args, false, false);
+            // What Lua takes is told to INFO after each scripting command.
+            "function" | "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "script" | "fcall"
+            | "fcall_ro" => {
+                let r = match spec.name {
+                    "function" => self.function_command(&args[1..]),
+                    "eval" => self.eval(&args, false, false),
+                    "eval_ro" => self.eval(&args, false, true),
+                    "evalsha" => self.eval(&args, true, false),
+                    "evalsha_ro" => self.eval(&args, true, true),
+                    "script" => self.script_command(&args[1..]),
+                    "fcall" => self.fcall(&args, false),
+                    _ => self.fcall(&args, true),
+                };
                 self.report_scripting();
                 Outcome::Reply(r)
             }
-            "eval_ro" => Outcome::Reply(self.eval(&args, false, true)),
-            "evalsha" => Outcome::Reply(self.eval(&args, true, false)),
-            "evalsha_ro" => Outcome::Reply(self.eval(&args, true, true)),
-            "script" => {
-                let r = self.script_command(&args[1..]);
-                self.report_scripting();
-                Outcome::Reply(r)
-            }
-            "fcall" => Outcome::Reply(self.fcall(&args, false)),
-            "fcall_ro" => Outcome::Reply(self.fcall(&args, true)),
             "stria.durability" => Outcome::Reply(self.set_durability(&args[1..])),
             "shutdown" => match args.get(1).map(|a| a.to_ascii_lowercase()) {
                 Some(a) if a == b"abort" => Outcome::Reply(Reply::err("No shutdown in progress.")),
@@ -176,6 +179,7 @@ impl<'a> Conn<'a> {
                 _ => not_integer(),
             }),
             "module" => Outcome::Reply(super::help::module(&args[1..])),
+            "cluster" => Outcome::Reply(super::help::cluster(&args[1..])),
             "multi" => Outcome::Reply(self.multi()),
             "exec" => Outcome::Reply(self.exec()),
             "discard" => Outcome::Reply(self.discard()),

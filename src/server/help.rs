@@ -1,6 +1,7 @@
 //! The HELP subcommands, Redis's form: a first line naming the command,
-//! then each subcommand and what it does. And SLOWLOG and MODULE, which
-//! Stria answers as a server without a slow log or modules.
+//! then each subcommand and what it does. And SLOWLOG, MODULE and
+//! CLUSTER, which Stria answers as a server without a slow log, modules
+//! or cluster support.
 
 use super::resp::Reply;
 
@@ -130,6 +131,58 @@ pub fn module(args: &[Vec<u8>]) -> Reply {
         ),
         _ => unknown("MODULE", &args[0]),
     }
+}
+
+/// CLUSTER's subcommands and their arities (the name included), as
+/// Redis 7.2 has them.
+const CLUSTER: &[(&str, i32)] = &[
+    ("addslots", -3),
+    ("addslotsrange", -4),
+    ("bumpepoch", 2),
+    ("count-failure-reports", 3),
+    ("countkeysinslot", 3),
+    ("delslots", -3),
+    ("delslotsrange", -4),
+    ("failover", -2),
+    ("flushslots", 2),
+    ("forget", 3),
+    ("getkeysinslot", 4),
+    ("help", 2),
+    ("info", 2),
+    ("keyslot", 3),
+    ("links", 2),
+    ("meet", -4),
+    ("myid", 2),
+    ("myshardid", 2),
+    ("nodes", 2),
+    ("replicas", 3),
+    ("replicate", 3),
+    ("reset", -2),
+    ("saveconfig", 2),
+    ("set-config-epoch", 3),
+    ("setslot", -4),
+    ("shards", 2),
+    ("slaves", 3),
+    ("slots", 2),
+];
+
+/// CLUSTER: Stria is one node, not a cluster; every subcommand says so,
+/// as a Redis started without cluster support does.
+pub fn cluster(args: &[Vec<u8>]) -> Reply {
+    let sub = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let Some(&(name, arity)) = CLUSTER.iter().find(|(n, _)| *n == sub) else {
+        return Reply::err(format!(
+            "unknown subcommand '{}'. Try CLUSTER HELP.",
+            super::command::show(&args[0])
+        ));
+    };
+    let n = args.len() as i32 + 1;
+    if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
+        return Reply::err(format!(
+            "wrong number of arguments for 'cluster|{name}' command"
+        ));
+    }
+    Reply::err("This instance has cluster support disabled")
 }
 
 fn unknown(name: &str, sub: &[u8]) -> Reply {

@@ -3,13 +3,15 @@
 //! Three kinds: settings the device map fixes (CONFIG SET says so and
 //! changes nothing); settings applied at run time (`appendfsync` is the
 //! durability new connections start at, `hz` how often the active expiry
-//! cycle runs); and Redis settings that have nothing to act on in Stria
-//! (the thresholds of Redis's small encodings: Stria has one encoding per
-//! type; snapshot and replica settings: Stria's data is always on its
-//! devices and it has no replicas), which CONFIG SET takes and CONFIG GET
-//! reports so that clients and tools that set them keep working.
+//! cycle runs, `min-replicas-to-write` above 0 refuses every write, as
+//! Stria has no replicas); and Redis settings that have nothing to act
+//! on in Stria (the thresholds of Redis's small encodings: Stria has one
+//! encoding per type; snapshot and other replica settings: Stria's data
+//! is always on its devices and it has no replicas), which CONFIG SET
+//! takes and CONFIG GET reports so that clients and tools that set them
+//! keep working.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use super::glob;
@@ -28,7 +30,9 @@ enum Form {
 
 /// Redis settings kept as given, with Redis's defaults: most have nothing
 /// to act on in Stria; `busy-reply-threshold` (`lua-time-limit`) and
-/// `tracking-table-max-keys` are read where they act ([`Settings::number`]).
+/// `tracking-table-max-keys` are read where they act ([`Settings::number`]),
+/// `min-replicas-to-write` and `min-replicas-max-lag` by
+/// [`Settings::replicas_short`].
 const INERT: &[(&str, &str, Form)] = &[
     ("save", "", Form::Text),
     ("hash-max-listpack-entries", "128", Form::Int),
@@ -67,6 +71,10 @@ const INERT: &[(&str, &str, Form)] = &[
     ("tracking-table-max-keys", "1000000", Form::Int),
     ("active-expire-effort", "1", Form::Int),
     ("close-on-oom", "no", Form::Bool),
+    ("min-replicas-to-write", "0", Form::Int),
+    ("min-slaves-to-write", "0", Form::Int),
+    ("min-replicas-max-lag", "10", Form::Int),
+    ("min-slaves-max-lag", "10", Form::Int),
 ];
 
 /// How the settings stand.
@@ -77,6 +85,9 @@ pub struct Settings {
     hz: AtomicU64,
     /// `notify-keyspace-events`, as flags.
     notify: AtomicU32,
+    /// Whether `min-replicas-to-write` asks for replicas (and
+    /// `min-replicas-max-lag` is not 0).
+    replicas_short: AtomicBool,
     inert: Mutex<Vec<(&'static str, String, Form)>>,
     /// What the device map fixes, by Redis's names.
     fixed: Vec<(&'static str, String)>,
@@ -134,6 +145,7 @@ impl Settings {
             durability: AtomicU8::new(level_code(o.durability)),
             hz: AtomicU64::new(10),
             notify: AtomicU32::new(0),
+            replicas_short: AtomicBool::new(false),
             inert: Mutex::new(
                 INERT
                     .iter()
@@ -179,6 +191,13 @@ impl Settings {
     /// (`notify-keyspace-events`, [`super::notify`]).
     pub fn notify_flags(&self) -> u32 {
         self.notify.load(Ordering::Relaxed)
+    }
+
+    /// Whether writes are refused for want of replicas: Redis refuses a
+    /// write while fewer good replicas than `min-replicas-to-write` are
+    /// connected (unless `min-replicas-max-lag` is 0), and Stria has none.
+    pub fn replicas_short(&self) -> bool {
+        self.replicas_short.load(Ordering::Relaxed)
     }
 
     /// The number a setting of Redis's that Stria takes holds (such as
@@ -286,6 +305,10 @@ impl Settings {
                     let alias = match name.as_str() {
                         "lua-time-limit" => "busy-reply-threshold",
                         "busy-reply-threshold" => "lua-time-limit",
+                        "min-replicas-to-write" => "min-slaves-to-write",
+                        "min-slaves-to-write" => "min-replicas-to-write",
+                        "min-replicas-max-lag" => "min-slaves-max-lag",
+                        "min-slaves-max-lag" => "min-replicas-max-lag",
                         _ => "",
                     };
                     for slot in inert
@@ -297,6 +320,15 @@ impl Settings {
                 }
             }
         }
+        let number = |name: &str| {
+            inert
+                .iter()
+                .find(|(n, ..)| *n == name)
+                .and_then(|(_, v, _)| v.parse::<i64>().ok())
+                .unwrap_or(0)
+        };
+        let short = number("min-replicas-to-write") > 0 && number("min-replicas-max-lag") > 0;
+        self.replicas_short.store(short, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -276,7 +276,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("bgsave", -1, ADMINNS, NO, "server", "Makes every write applied durable, replying at once."),
     spec("slowlog", -2, ADMIN, NO, "server", "GET, LEN, RESET, HELP: Stria keeps no slow log (INFO latencystats)."),
     spec("module", -2, ADMIN, NO, "server", "LIST, HELP: Stria loads no modules."),
-    spec("cluster", -2, &[], NO, "server", "Refused, as by Redis without cluster support: Stria is not a cluster."),
+    spec("cluster", -2, &["stale"], NO, "server", "Every subcommand: this instance has cluster support disabled (Stria is one node)."),
     spec("lastsave", 1, A, NO, "server", "Now: every acknowledged write is on the devices."),
     spec("monitor", 1, MONITOR, NO, "server", "Shows every command the server runs from now on."),
     spec("acl", -2, ACL, NO, "server", "SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, GENPASS, DRYRUN: users stored durably."),
@@ -320,6 +320,17 @@ pub fn position(name: &[u8]) -> Option<usize> {
         *d = s.to_ascii_lowercase();
     }
     index.get(&*lower).copied()
+}
+
+/// Whether a script may not run `args` (a command of `spec`): what the
+/// command table flags `noscript`, and CLUSTER RESET (the one CLUSTER
+/// subcommand Redis refuses in scripts).
+pub fn noscript(spec: &Spec, args: &[Vec<u8>]) -> bool {
+    spec.flags.contains(&"noscript")
+        || (spec.name == "cluster"
+            && args
+                .get(1)
+                .is_some_and(|a| a.eq_ignore_ascii_case(b"reset")))
 }
 
 /// Commands ACL's `@dangerous` holds besides the admin ones.

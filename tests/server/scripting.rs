@@ -6,7 +6,7 @@
 use redis::Value;
 
 use crate::harness::{tempdir, Map, Server};
-use crate::{e, q};
+use crate::{e, info_u64, q};
 
 fn bulk(s: &str) -> Value {
     Value::BulkString(s.as_bytes().to_vec())
@@ -104,7 +104,13 @@ fn eval_converts_and_calls_as_redis() {
             "ERR Lua redis lib command arguments must be strings or integers",
         ),
     ] {
-        assert_eq!(e(&mut c, &["EVAL", script, "0"]), want, "{script}");
+        // Raised, an error says where it happened, as Redis's do.
+        let sha: String = q(&mut c, &["SCRIPT", "LOAD", script]);
+        assert_eq!(
+            e(&mut c, &["EVAL", script, "0"]),
+            format!("{want} script: {sha}, on @user_script:1."),
+            "{script}"
+        );
     }
     // Libraries.
     assert_eq!(
@@ -178,6 +184,10 @@ fn scripts_are_sandboxed_cached_and_read_only_when_asked() {
             "Attempt to modify a readonly table",
         ),
         ("cjson.encode = nil", "Attempt to modify a readonly table"),
+        (
+            "getmetatable('').__index.upper = nil",
+            "Attempt to modify a readonly table",
+        ),
         ("loadfile('x')", "nonexistent global variable 'loadfile'"),
         ("io.open('x')", "nonexistent global variable 'io'"),
         ("os.execute('true')", "attempt to call field 'execute'"),
@@ -186,6 +196,11 @@ fn scripts_are_sandboxed_cached_and_read_only_when_asked() {
         let err = e(&mut c, &["EVAL", script, "0"]);
         assert!(err.contains(want), "{script}: {err}");
     }
+    // Strings' methods are still there.
+    assert_eq!(
+        q::<String>(&mut c, &["EVAL", "return ('a'):upper()", "0"]),
+        "A"
+    );
     assert!(e(&mut c, &["EVAL", "return =", "0"]).starts_with("ERR Error compiling script"));
     // The cache.
     let sha: String = q(&mut c, &["SCRIPT", "LOAD", "return 'loaded'"]);
@@ -473,4 +488,220 @@ fn the_struct_library_packs_and_unpacks() {
     assert!(e(&mut c, &["EVAL", "return struct.pack('q', 1)", "0"])
         .contains("invalid format option 'q'"));
     assert!(e(&mut c, &["EVAL", "struct.pack = nil", "0"]).contains("readonly"));
+}
+
+#[test]
+fn sort_by_a_constant_sorts_a_set_for_a_script() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    // SORT BY a constant sorts a set's members for a script (whose result
+    // must not depend on the set's order), and not for a client.
+    q::<()>(&mut c, &["SADD", "myset", "c", "a", "b", "aa"]);
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('sort', KEYS[1], 'by', '_')",
+                "1",
+                "myset"
+            ]
+        ),
+        ["a", "aa", "b", "c"]
+    );
+    assert_eq!(
+        q::<Vec<Option<String>>>(
+            &mut c,
+            &[
+                "EVAL",
+                "return redis.call('sort', KEYS[1], 'by', '_', 'get', '#', 'get', '_:*')",
+                "1",
+                "myset"
+            ]
+        ),
+        [
+            Some("a".into()),
+            None,
+            Some("aa".into()),
+            None,
+            Some("b".into()),
+            None,
+            Some("c".into()),
+            None
+        ]
+    );
+}
+
+#[test]
+fn scripts_meet_lua_limits_as_redis_scripts_do() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    // A table that holds itself: arrays nest until the conversion stops,
+    // with an error in the innermost place; the connection goes on.
+    let mut raw = s.raw();
+    let script = b"local a = {}; local b = {a}; a[1] = b; return a";
+    let first = crate::request_line(&mut raw, &crate::resp(&[b"EVAL", script, b"0"]));
+    assert_eq!(first, "*1\r\n");
+    let mut depth = 1;
+    let last = loop {
+        let line = crate::read_line(&mut raw);
+        if line != "*1\r\n" {
+            break line;
+        }
+        depth += 1;
+    };
+    assert_eq!(last, "-ERR reached lua stack limit\r\n");
+    assert!(depth >= 100, "{depth}");
+    assert_eq!(
+        crate::request_line(&mut raw, &crate::resp(&[b"PING"])),
+        "+PONG\r\n"
+    );
+    // A command with nearly as many arguments as a C function's stack
+    // holds.
+    let many = "local a = {} for i = 1, 7999 do a[i] = 1 end \
+                return redis.call('lpush', KEYS[1], unpack(a))";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", many, "1", "l"]), 7999);
+    // Code loads only as text: a binary chunk is refused, as by load.
+    let dumped = "return loadstring(string.dump(function() return 1 end))()";
+    assert!(e(&mut c, &["EVAL", dumped, "0"]).contains("attempt to call a nil value"));
+    assert_eq!(
+        q::<String>(
+            &mut c,
+            &[
+                "EVAL",
+                "return select(2, loadstring(string.dump(function() end)))",
+                "0"
+            ]
+        ),
+        "[string \"\u{1b}LuaQ\"]:1: unexpected symbol near 'char(27)'"
+    );
+    let read = "local s = string.dump(function() return 1 end) \
+                return select(2, load(function() local p = s; s = nil; return p end))";
+    assert_eq!(
+        q::<String>(&mut c, &["EVAL", read, "0"]),
+        "(load):1: unexpected symbol near 'char(27)'"
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["EVAL", "return loadstring('return 7')()", "0"]),
+        7
+    );
+}
+
+#[test]
+fn acl_check_cmd_answers_for_the_scripts_user() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    q::<()>(
+        &mut c,
+        &[
+            "ACL",
+            "SETUSER",
+            "bob",
+            "on",
+            ">123",
+            "+@scripting",
+            "+set",
+            "~x*",
+        ],
+    );
+    q::<()>(&mut c, &["AUTH", "bob", "123"]);
+    let check = |c: &mut redis::Connection, call: &str| -> Value {
+        q(
+            c,
+            &["EVAL", &format!("return redis.acl_check_cmd({call})"), "0"],
+        )
+    };
+    assert_eq!(check(&mut c, "'set', 'xx', 1"), Value::Int(1));
+    // Not its command, not its key.
+    assert_eq!(check(&mut c, "'hset', 'xx', 'f', 1"), Value::Nil);
+    assert_eq!(check(&mut c, "'set', 'yy', 1"), Value::Nil);
+    // A request of the wrong arity names no key: the command alone.
+    assert_eq!(check(&mut c, "'set'"), Value::Int(1));
+    assert!(e(
+        &mut c,
+        &[
+            "EVAL",
+            "return redis.acl_check_cmd('invalid-cmd', 'arg')",
+            "0"
+        ]
+    )
+    .starts_with("ERR Invalid command passed to redis.acl_check_cmd()"));
+    assert!(e(&mut c, &["EVAL", "return redis.acl_check_cmd()", "0"])
+        .starts_with("ERR Please specify at least one argument for this redis lib call"));
+    assert!(e(
+        &mut c,
+        &["EVAL", "return redis.acl_check_cmd('set', {})", "0"]
+    )
+    .starts_with("ERR Lua redis lib command arguments must be strings or integers"));
+}
+
+#[test]
+fn script_flush_starts_a_new_lua_state_and_replaced_libraries_are_freed() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    // SCRIPT FLUSH makes a new state, as small as a fresh one.
+    for i in 0..200 {
+        q::<i64>(&mut c, &["EVAL", &format!("return {i}"), "0"]);
+    }
+    q::<()>(&mut c, &["SCRIPT", "FLUSH"]);
+    let fresh = info_u64(&mut c, "memory", "used_memory_lua");
+    assert!(fresh > 0 && fresh < 100 * 1024, "{fresh}");
+    let body = "#!lua name=lib\nredis.register_function('f', function(KEYS, ARGV) \
+                return redis.call('incr', KEYS[1]) end)";
+    for _ in 0..500 {
+        q::<String>(&mut c, &["FUNCTION", "LOAD", "REPLACE", body]);
+        q::<i64>(&mut c, &["FCALL", "f", "1", "n"]);
+    }
+    assert_eq!(q::<i64>(&mut c, &["GET", "n"]), 500);
+    // INFO follows FUNCTION and FCALL too, and 500 replaced libraries
+    // are not kept.
+    let after = info_u64(&mut c, "memory", "used_memory_lua");
+    assert!(after < fresh + 30 * 1024, "{fresh} then {after}");
+    q::<()>(&mut c, &["SCRIPT", "FLUSH"]);
+    // The libraries load again into the new state.
+    assert_eq!(q::<i64>(&mut c, &["FCALL", "f", "1", "n"]), 501);
+}
+
+#[test]
+fn a_raised_error_says_where_in_the_script_it_happened() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let at = |c: &mut redis::Connection, script: &str| -> String {
+        let sha: String = q(c, &["SCRIPT", "LOAD", script]);
+        e(c, &["EVALSHA", &sha, "0"]).replace(&sha, "<sha>")
+    };
+    assert_eq!(
+        at(
+            &mut c,
+            "local x = 1\nlocal y = redis.call('nosuch')\nreturn y"
+        ),
+        "ERR Unknown Redis command called from script script: <sha>, on @user_script:2."
+    );
+    assert_eq!(
+        at(&mut c, "error({err = 'MY_CODE custom'})"),
+        "MY_CODE custom script: <sha>, on @user_script:1."
+    );
+    assert_eq!(
+        at(&mut c, "local function h() error('boom') end\nh()"),
+        "ERR user_script:1: boom script: <sha>, on @user_script:1."
+    );
+    // An error returned, not raised, is the reply as it is.
+    assert_eq!(
+        e(&mut c, &["EVAL", "return redis.pcall('nosuch')", "0"]),
+        "ERR Unknown Redis command called from script"
+    );
+    // A function's errors name the function and its library's lines.
+    let lib = "#!lua name=lib\n\
+               redis.register_function('f', function() return nope end)";
+    q::<String>(&mut c, &["FUNCTION", "LOAD", lib]);
+    assert_eq!(
+        e(&mut c, &["FCALL", "f", "0"]),
+        "ERR user_function:2: Script attempted to access nonexistent global variable \
+         'nope' script: f, on @user_function:2."
+    );
 }

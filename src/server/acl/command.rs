@@ -93,6 +93,25 @@ impl<'a> Conn<'a> {
         user_refusal(&u, spec, args).map(Reply::Error)
     }
 
+    /// Whether the connection's user may run `args` (`args[0]` naming
+    /// `spec`), as a script's `redis.acl_check_cmd` asks. A request of
+    /// the wrong arity names no keys: only the command is checked.
+    pub fn acl_allows(&mut self, spec: &Spec, args: &[Vec<u8>]) -> bool {
+        let n = args.len() as i32;
+        if (spec.arity > 0 && n == spec.arity) || (spec.arity < 0 && n >= -spec.arity) {
+            return self.acl_refusal(spec, args).is_none();
+        }
+        let Some(u) = self.user_now() else {
+            return false;
+        };
+        let at = position(spec.name.as_bytes()).expect("a command of the table");
+        let sub = WITH_SUBCOMMANDS
+            .contains(&spec.name)
+            .then(|| args.get(1).map(Vec::as_slice))
+            .flatten();
+        u.unrestricted() || u.may_run(at, sub)
+    }
+
     /// ACL SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, GENPASS,
     /// DRYRUN, LOG, SAVE, LOAD, HELP.
     pub fn acl_command(&mut self, args: &[Vec<u8>]) -> Reply {

@@ -109,8 +109,12 @@ impl<'a> Conn<'a> {
         let mut s = s;
         let mut nosort = s.by.as_ref().is_some_and(|p| !p.contains(&b'*'));
         // A list's and a sorted set's own order stand unless sorted; a
-        // set's is arbitrary, so what is stored is sorted by bytes.
-        if nosort && s.store.is_some() && m.as_ref().is_some_and(|m| m.kind == Type::Set) {
+        // set's is arbitrary, so what is stored, or given to a script
+        // (whose result must not depend on it), is sorted by bytes.
+        if nosort
+            && (s.store.is_some() || self.scripting)
+            && m.as_ref().is_some_and(|m| m.kind == Type::Set)
+        {
             (nosort, s.alpha, s.by) = (false, true, None);
         }
         if !nosort {

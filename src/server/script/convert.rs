@@ -127,8 +127,9 @@ pub fn to_lua(lua: &Lua, r: Reply, resp3: bool) -> Result<Value> {
     })
 }
 
-/// How deep a script's result may nest before the rest is cut (as Redis
-/// stops converting).
+/// How deep a script's result may nest: deeper, the rest is an error in
+/// its place, as Redis's conversion stops when Lua's stack runs out (a
+/// table that holds itself).
 const MAX_DEPTH: usize = 128;
 
 /// A script's result as the client gets it (`proto` 2 or 3).
@@ -146,6 +147,7 @@ fn from_lua_at(v: &Value, proto: u8, depth: usize) -> Reply {
         Value::Number(n) => Reply::Int(*n as i64),
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
         Value::Table(t) if depth < MAX_DEPTH => table(t, proto, depth),
+        Value::Table(_) => Reply::err("reached lua stack limit"),
         _ => Reply::Nil,
     }
 }

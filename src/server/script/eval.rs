@@ -15,7 +15,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Value, VmState};
+use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
 
 use super::convert::{argument, error_table, from_lua, to_lua};
 use super::{message, Vm};
@@ -23,7 +23,7 @@ use crate::server::cmd::integer;
 use crate::server::conn::{Conn, Outcome};
 use crate::server::resp::Reply;
 use crate::server::shard::busy::{Running, Verdict};
-use crate::server::table::{position, COMMANDS};
+use crate::server::table::{lookup, position, COMMANDS};
 
 /// What a script is run as.
 pub struct Run<'s> {
@@ -75,6 +75,7 @@ impl<'a> Conn<'a> {
                     tracing::warn!("a stored function library does not load: {e}");
                 }
             }
+            vm.collect();
             *self.shard.scripting() = Some(vm);
         }
         let slot = self.shard.scripting();
@@ -96,7 +97,7 @@ impl<'a> Conn<'a> {
             Ok(k) => k,
             Err(r) => return r,
         };
-        let (f, sha) = {
+        let (f, shebang, sha) = {
             let mut vm = match self.vm() {
                 Ok(vm) => vm,
                 Err(r) => return r,
@@ -110,10 +111,26 @@ impl<'a> Conn<'a> {
                 }
             };
             match vm.script(&sha) {
-                Some(f) => (f, sha),
+                Some((f, shebang)) => (f, shebang, sha),
                 None => {
                     return Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into())
                 }
+            }
+        };
+        // A script with a shebang declares whether it writes, and is
+        // refused at once where it may not; one without it is checked
+        // write by write.
+        let no_writes = match &shebang {
+            None => false,
+            Some(s) if s.no_writes() => true,
+            Some(_) if read_only => {
+                return Reply::err("Can not execute a script with write flag using *_ro command.")
+            }
+            Some(_) => {
+                if let Some(r) = self.replicas_refusal() {
+                    return r;
+                }
+                false
             }
         };
         self.run_script(Run {
@@ -122,10 +139,22 @@ impl<'a> Conn<'a> {
             keys,
             args: rest,
             function: false,
-            read_only,
+            read_only: read_only || no_writes,
         })
     }
+
+    /// NOREPLICAS, when min-replicas-to-write asks for replicas: Stria
+    /// has none, so it then takes no writes.
+    pub fn replicas_refusal(&self) -> Option<Reply> {
+        self.shared
+            .settings
+            .replicas_short()
+            .then(|| Reply::Error(NOREPLICAS.into()))
+    }
 }
+
+/// Redis's refusal of a write that too few replicas would copy.
+const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
 /// How often a script past busy-reply-threshold answers the other clients.
 const BUSY_POLL: Duration = Duration::from_millis(2);
@@ -232,11 +261,15 @@ impl Conn<'_> {
         }
         let conn = RefCell::new(&mut *self);
         let outcome = lua.scope(|scope| {
-            let call = scope.create_function(|lua, argv: MultiValue| {
+            let call = scope.create_function(|lua, (n, argv): (usize, Table)| {
                 let mut c = conn.borrow_mut();
-                c.script_call(lua, argv, read_only, resp.get() == 3, &wrote)
+                c.script_call(lua, n, &argv, read_only, resp.get() == 3, &wrote)
             })?;
             lib.raw_set("__call", call)?;
+            let acl = scope.create_function(|lua, (n, argv): (usize, Table)| {
+                conn.borrow_mut().script_acl_check(lua, n, &argv)
+            })?;
+            lib.raw_set("__acl", acl)?;
             let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
             let out: (bool, Value) = if r.function {
                 run.call((r.f.clone(), true, keys, args))?
@@ -246,9 +279,13 @@ impl Conn<'_> {
                 run.call((r.f.clone(), false))?
             };
             lib.raw_set("__call", Value::Nil)?;
+            lib.raw_set("__acl", Value::Nil)?;
             Ok(out)
         });
         lua.remove_hook();
+        if let Ok(vm) = self.vm() {
+            vm.after_run();
+        }
         self.shard.busy().set_running(None);
         if !nested {
             self.shard.end_atomic();
@@ -260,29 +297,45 @@ impl Conn<'_> {
         }
     }
 
-    /// `redis.call` and `redis.pcall`: runs a command for the script;
-    /// (true, its reply) or (false, `{err = ...}`).
+    /// `redis.acl_check_cmd`: (true, whether the script's user may run
+    /// the command in the first `n` values of `argv`), or (false, an
+    /// error for a request that is none).
+    fn script_acl_check(
+        &mut self,
+        lua: &Lua,
+        n: usize,
+        argv: &Table,
+    ) -> mlua::Result<(bool, Value)> {
+        let args = match script_args(n, argv)? {
+            Ok(args) => args,
+            Err(msg) => return Ok((false, error_table(lua, msg)?)),
+        };
+        match lookup(&args[0]) {
+            Some(spec) => Ok((true, Value::Boolean(self.acl_allows(spec, &args)))),
+            None => Ok((
+                false,
+                error_table(lua, "ERR Invalid command passed to redis.acl_check_cmd()")?,
+            )),
+        }
+    }
+
+    /// `redis.call` and `redis.pcall`: runs the command in the first `n`
+    /// values of `argv` for the script; (true, its reply) or (false,
+    /// `{err = ...}`).
     fn script_call(
         &mut self,
         lua: &Lua,
-        argv: MultiValue,
+        n: usize,
+        argv: &Table,
         read_only: bool,
         resp3: bool,
         wrote: &Cell<bool>,
     ) -> mlua::Result<(bool, Value)> {
         let fail = |msg: &str| Ok((false, error_table(lua, msg)?));
-        if argv.is_empty() {
-            return fail("ERR Please specify at least one argument for this redis lib call");
-        }
-        let mut args = Vec::with_capacity(argv.len());
-        for v in argv.iter() {
-            match argument(v) {
-                Some(a) => args.push(a),
-                None => {
-                    return fail("ERR Lua redis lib command arguments must be strings or integers")
-                }
-            }
-        }
+        let args = match script_args(n, argv)? {
+            Ok(args) => args,
+            Err(msg) => return fail(msg),
+        };
         let Some(at) = position(&args[0]) else {
             return fail("ERR Unknown Redis command called from script");
         };
@@ -293,7 +346,7 @@ impl Conn<'_> {
         }
         // The command table flags what makes no sense in a script
         // (MULTI, WATCH, SUBSCRIBE, EVAL, CLIENT, SHUTDOWN, ...).
-        if spec.flags.contains(&"noscript") {
+        if crate::server::table::noscript(spec, &args) {
             return fail("ERR This Redis command is not allowed from script");
         }
         if matches!(spec.name, "xread" | "xreadgroup")
@@ -311,6 +364,11 @@ impl Conn<'_> {
             return fail(&e);
         }
         if spec.flags.contains(&"write") {
+            // Once a script has written, it may not fail on the server's
+            // state: only its first write is checked.
+            if !wrote.get() && self.shared.settings.replicas_short() {
+                return fail(NOREPLICAS);
+            }
             wrote.set(true);
         }
         let outer = std::mem::replace(&mut self.scripting, true);
@@ -359,8 +417,11 @@ impl Conn<'_> {
                         return Reply::err("SCRIPT FLUSH only support SYNC|ASYNC option");
                     }
                 }
-                if let Some(vm) = self.shard.scripting().as_mut() {
-                    vm.flush_scripts();
+                // As Redis, a new Lua state: nothing a script left in the
+                // old one survives. The function libraries load again.
+                *self.shard.scripting() = None;
+                if let Err(r) = self.vm() {
+                    return r;
                 }
                 Reply::ok()
             }
@@ -389,6 +450,27 @@ impl Conn<'_> {
     }
 }
 
+/// The request in the first `n` values of `argv`, or why it is none.
+fn script_args(n: usize, argv: &Table) -> mlua::Result<Result<Vec<Vec<u8>>, &'static str>> {
+    if n == 0 {
+        return Ok(Err(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
+    }
+    let mut args = Vec::with_capacity(n);
+    for i in 1..=n {
+        match argument(&argv.raw_get::<Value>(i)?) {
+            Some(a) => args.push(a),
+            None => {
+                return Ok(Err(
+                    "ERR Lua redis lib command arguments must be strings or integers",
+                ))
+            }
+        }
+    }
+    Ok(Ok(args))
+}
+
 /// The reply of a script that raised `e` (an `{err = ...}` table).
 fn script_error(e: &Value, name: &str) -> Reply {
     let msg = match e {
@@ -404,14 +486,17 @@ fn script_error(e: &Value, name: &str) -> Reply {
     } else {
         msg
     };
-    // Where a Lua error happened, as Redis says it.
-    let at = msg
-        .split_once("user_script:")
-        .and_then(|(_, rest)| rest.split_once(':'))
-        .map(|(line, _)| line)
-        .filter(|l| l.chars().all(|c| c.is_ascii_digit()) && !l.is_empty());
+    // Where it happened, as Redis says it.
+    let at = match e {
+        Value::Table(t) => t
+            .raw_get::<Option<String>>("source")
+            .ok()
+            .flatten()
+            .zip(t.raw_get::<Option<i64>>("line").ok().flatten()),
+        _ => None,
+    };
     match at {
-        Some(line) => Reply::Error(format!("{msg} script: {name}, on @user_script:{line}.")),
+        Some((source, line)) => Reply::Error(format!("{msg} script: {name}, on {source}:{line}.")),
         None => Reply::Error(msg),
     }
 }

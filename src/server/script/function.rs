@@ -208,7 +208,17 @@ impl<'a> Conn<'a> {
 
     pub fn function_command(&mut self, args: &[Vec<u8>]) -> Reply {
         let sub = args[0].to_ascii_lowercase();
-        match sub.as_slice() {
+        let reply = self.function_subcommand(&sub, args);
+        if matches!(sub.as_slice(), b"load" | b"delete" | b"flush" | b"restore") {
+            if let Some(vm) = self.shard.scripting().as_ref() {
+                vm.collect();
+            }
+        }
+        reply
+    }
+
+    fn function_subcommand(&mut self, sub: &[u8], args: &[Vec<u8>]) -> Reply {
+        match sub {
             b"load" => self.function_load(&args[1..]),
             b"delete" if args.len() == 2 => {
                 let key = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
@@ -463,6 +473,11 @@ impl<'a> Conn<'a> {
         let no_writes = flags.iter().any(|f| f == "no-writes");
         if read_only && !no_writes {
             return Reply::err("Can not execute a script with write flag using *_ro command.");
+        }
+        if !no_writes {
+            if let Some(r) = self.replicas_refusal() {
+                return r;
+            }
         }
         self.run_script(Run {
             f,

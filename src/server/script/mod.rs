@@ -14,6 +14,7 @@ mod eval;
 pub(crate) mod function;
 mod json;
 mod msgpack;
+mod shebang;
 mod struct_lib;
 
 use std::cell::Cell;
@@ -23,6 +24,11 @@ use std::rc::Rc;
 use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
 
 pub use function::Library;
+pub use shebang::Shebang;
+
+/// How many scripts run between steps of the collector, and how many KB
+/// each step takes (Redis's `LUA_GC_CYCLE_PERIOD`).
+const GC_PERIOD: u32 = 50;
 
 /// The prelude that sandboxes a state.
 const PRELUDE: &str = include_str!("prelude.lua");
@@ -45,8 +51,11 @@ pub struct Vm {
     activate: Function,
     /// The protocol `redis.call` replies are converted in (`setresp`).
     resp: Rc<Cell<u8>>,
-    /// EVAL's scripts by SHA1: the compiled function and the body.
-    scripts: HashMap<String, (Function, Vec<u8>)>,
+    /// EVAL's scripts by SHA1: the compiled function, the body, and
+    /// what its shebang declares (`None`: it has none).
+    scripts: HashMap<String, (Function, Vec<u8>, Option<Shebang>)>,
+    /// Scripts run since the collector last took a step.
+    runs: Cell<u32>,
     /// Function libraries by name, and their functions by name.
     pub libraries: HashMap<String, Library>,
     pub functions: HashMap<String, (String, Function, Vec<String>)>,
@@ -65,6 +74,7 @@ impl Vm {
         g.set("cjson", json::library(&lua)?)?;
         g.set("cmsgpack", msgpack::library(&lua)?)?;
         g.set("struct", struct_lib::library(&lua)?)?;
+        g.set("__where", lua.create_function(user_frame)?)?;
         let (lib, run, library_env, activate): (Table, Function, Function, Function) =
             lua.load(PRELUDE).set_name("@prelude").call(())?;
         Ok(Vm {
@@ -75,6 +85,7 @@ impl Vm {
             activate,
             resp,
             scripts: HashMap::new(),
+            runs: Cell::new(0),
             libraries: HashMap::new(),
             functions: HashMap::new(),
         })
@@ -85,28 +96,46 @@ impl Vm {
     pub fn load(&mut self, body: &[u8]) -> Result<String, String> {
         let sha = sha1hex(body);
         if !self.scripts.contains_key(&sha) {
+            let (shebang, code_at) = shebang::parse(body)?;
             let f = self
                 .lua
-                .load(body)
+                .load(&body[code_at..])
                 .set_name("@user_script")
                 .into_function()
                 .map_err(|e| format!("Error compiling script (new function): {}", message(&e)))?;
-            self.scripts.insert(sha.clone(), (f, body.to_vec()));
+            self.scripts
+                .insert(sha.clone(), (f, body.to_vec(), shebang));
         }
         Ok(sha)
     }
 
-    pub fn script(&self, sha: &str) -> Option<Function> {
-        self.scripts.get(sha).map(|(f, _)| f.clone())
+    /// A cached script: its function and its shebang.
+    pub fn script(&self, sha: &str) -> Option<(Function, Option<Shebang>)> {
+        self.scripts
+            .get(sha)
+            .map(|(f, _, shebang)| (f.clone(), shebang.clone()))
+    }
+
+    /// After each script: every 50 runs, a step of the collector (of 50
+    /// KB), as Redis takes one, so that what scripts leave is freed
+    /// without a full collection's pause.
+    pub fn after_run(&self) {
+        let runs = self.runs.get() + 1;
+        if runs >= GC_PERIOD {
+            let _ = self.lua.gc_step_kbytes(GC_PERIOD as i32);
+            self.runs.set(0);
+        } else {
+            self.runs.set(runs);
+        }
     }
 
     pub fn has_script(&self, sha: &str) -> bool {
         self.scripts.contains_key(sha)
     }
 
-    /// SCRIPT FLUSH.
-    pub fn flush_scripts(&mut self) {
-        self.scripts.clear();
+    /// A full collection: after a library is loaded or deleted, which
+    /// leaves a whole library's code and tables behind.
+    pub fn collect(&self) {
         self.lua.gc_collect().ok();
     }
 
@@ -120,6 +149,29 @@ impl Vm {
     }
 }
 
+/// Where the script's own code is in the stack as an error is handled:
+/// the source and line of the innermost frame of a script or function
+/// (the prelude's and the server's functions are skipped), as Redis's
+/// error handler finds the caller of a failing `redis.call`. Not found
+/// after a tail call into the prelude (`return redis.call(...)` replaces
+/// the script's frame, where Redis's C `redis.call` keeps it): that
+/// error then says no place.
+fn user_frame(lua: &Lua, _: ()) -> mlua::Result<(Option<String>, Option<i64>)> {
+    for level in 1.. {
+        let frame = lua.inspect_stack(level, |d| {
+            (d.source().source.map(|s| s.into_owned()), d.current_line())
+        });
+        match frame {
+            None => break,
+            Some((Some(source), Some(line))) if source.starts_with("@user_") => {
+                return Ok((Some(source), Some(line as i64)))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok((None, None))
+}
+
 /// The text of a Lua error, without mlua's decoration.
 fn message(e: &mlua::Error) -> String {
     match e {
@@ -131,7 +183,7 @@ fn message(e: &mlua::Error) -> String {
 }
 
 /// The parts of `redis` that do not call commands (`prelude.lua` adds
-/// `call`, `pcall`, `error_reply` and `status_reply`).
+/// `call`, `pcall`, `acl_check_cmd`, `error_reply` and `status_reply`).
 fn redis_library(lua: &Lua, resp: &Rc<Cell<u8>>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
@@ -205,18 +257,6 @@ fn redis_library(lua: &Lua, resp: &Rc<Cell<u8>>) -> mlua::Result<Table> {
     t.set(
         "debug",
         lua.create_function(|_, _: mlua::Variadic<Value>| Ok(()))?,
-    )?;
-    t.set(
-        "acl_check_cmd",
-        lua.create_function(|_, args: mlua::Variadic<Value>| {
-            let name = args.first().and_then(convert::argument);
-            match name.and_then(|n| crate::server::table::lookup(&n)) {
-                Some(_) => Ok(true),
-                None => Err(mlua::Error::runtime(
-                    "Invalid command passed to redis.acl_check_cmd()",
-                )),
-            }
-        })?,
     )?;
     for (name, v) in [
         ("LOG_DEBUG", 0),

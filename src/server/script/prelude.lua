@@ -23,6 +23,47 @@ lib.loadfile, lib.dofile, lib.print, lib.require, lib.module = nil, nil, nil, ni
 lib.io, lib.package, lib.newproxy = nil, nil, nil
 lib.os = { clock = lib.os and lib.os.clock }
 
+-- Code only as text: Lua 5.1 would load a binary chunk (string.dump's)
+-- unchecked, so loadstring and load take one as the text it is not, and
+-- fail as Redis's Lua fails on it.
+local raw_loadstring, raw_load, raw_concat = lib.loadstring, lib.load, lib.table.concat
+-- How Lua names a chunk in its errors.
+local function chunkid(name)
+  local first = name:sub(1, 1)
+  if first == "=" or first == "@" then
+    return name:sub(2, 60)
+  end
+  local text = name:match("^[^%z]*")
+  local line = text:match("^[^\n\r]*"):sub(1, 45)
+  if #line < #text then
+    line = line .. "..."
+  end
+  return '[string "' .. line .. '"]'
+end
+lib.loadstring = function(code, name)
+  if raw_type(code) == "string" and code:sub(1, 1) == "\27" then
+    return nil, chunkid(name or code) .. ":1: unexpected symbol near 'char(27)'"
+  end
+  return raw_loadstring(code, name)
+end
+lib.load = function(reader, name)
+  if raw_type(reader) ~= "function" then
+    return raw_load(reader, name)
+  end
+  local parts = {}
+  while true do
+    local part = reader()
+    if part == nil or part == "" then
+      break
+    end
+    if raw_type(part) ~= "string" then
+      return nil, "reader function must return a string"
+    end
+    parts[#parts + 1] = part
+  end
+  return lib.loadstring(raw_concat(parts), name or "=(load)")
+end
+
 local protected = raw_setmetatable({}, { __mode = "k" })
 
 local function readonly_error()
@@ -38,16 +79,28 @@ end
 
 -- The calls into the server: redis.call raises a command's error,
 -- redis.pcall returns it as {err = ...}. `__call` is set for each run.
+-- It takes the arguments in a table: a C function's stack holds 8000
+-- values, and a command may have nearly that many arguments.
 local redis = lib.redis
+local raw_select = lib.select
 redis.call = function(...)
-  local ok, v = lib.__call(...)
+  local ok, v = lib.__call(raw_select("#", ...), { ... })
   if not ok then
     raw_error(v, 0)
   end
   return v
 end
 redis.pcall = function(...)
-  local _, v = lib.__call(...)
+  local _, v = lib.__call(raw_select("#", ...), { ... })
+  return v
+end
+-- Whether the script's user may run a command: `__acl`, set for each run
+-- as `__call` is, answers (true, allowed) or (false, an error).
+redis.acl_check_cmd = function(...)
+  local ok, v = lib.__acl(raw_select("#", ...), { ... })
+  if not ok then
+    raw_error(v, 0)
+  end
   return v
 end
 redis.error_reply = function(msg)
@@ -175,6 +228,10 @@ for _, name in raw_pairs({ "redis", "bit", "cjson", "cmsgpack", "struct", "strin
     lib[name] = readonly(lib[name])
   end
 end
+-- Strings' methods are looked up in the string library: through the
+-- read-only one, or getmetatable('').__index would change it for every
+-- script.
+lib.getmetatable("").__index = lib.string
 
 lib.setmetatable = function(t, mt)
   if protected[t] then
@@ -226,12 +283,20 @@ end
 
 -- A script's error as Redis reports it: a table with the error reply in
 -- `err`; a plain Lua error becomes one with the ERR code.
+-- Like Redis's, it notes where in the script the error happened.
+local user_frame = lib.__where
+lib.__where = nil
 local function handler(e)
   if raw_type(e) ~= "table" then
     -- An error of the server's own functions comes with its kind and a
     -- traceback: the message alone, as Redis gives it.
     local msg = raw_tostring(e):gsub("^runtime error: ", ""):gsub("%s*stack traceback:.*$", "")
     e = { err = "ERR " .. msg }
+  end
+  local source, line = user_frame()
+  if source ~= nil then
+    raw_rawset(e, "source", source)
+    raw_rawset(e, "line", line)
   end
   return e
 end
