@@ -4,7 +4,7 @@
 //! and keys. The parent's handler runs them; this table describes them
 //! for COMMAND LIST, INFO, DOCS, GETKEYS and ACL's key checks.
 
-use super::table::{lookup, Spec};
+use super::table::{lookup, spec as sub, Spec, NO};
 
 const ADMIN: &[&str] = &["admin", "noscript", "loading", "stale"];
 const CONN: &[&str] = &["noscript", "loading", "stale"];
@@ -23,27 +23,8 @@ const WRITE_OOM: &[&str] = &["write", "denyoom"];
 const STALE: &[&str] = &["stale"];
 const STALE_LOADING: &[&str] = &["loading", "stale"];
 
-const NO: (i32, i32, i32) = (0, 0, 0);
 /// The key right after the subcommand's name.
 const K2: (i32, i32, i32) = (2, 2, 1);
-
-const fn sub(
-    name: &'static str,
-    arity: i32,
-    flags: &'static [&'static str],
-    keys: (i32, i32, i32),
-    group: &'static str,
-    summary: &'static str,
-) -> Spec {
-    Spec {
-        name,
-        arity,
-        flags,
-        keys,
-        group,
-        summary,
-    }
-}
 
 /// Every subcommand, by parent, in name order.
 #[rustfmt::skip]

@@ -39,14 +39,14 @@ const LOADING: &[&str] = &["loading", "stale"];
 const MONITOR: &[&str] = &["admin", "noscript", "loading", "stale"];
 const ACL: &[&str] = &["noscript", "loading", "stale"];
 
-const NO: (i32, i32, i32) = (0, 0, 0);
+pub(super) const NO: (i32, i32, i32) = (0, 0, 0);
 const K1: (i32, i32, i32) = (1, 1, 1);
 const KALL: (i32, i32, i32) = (1, -1, 1);
 const K2: (i32, i32, i32) = (1, 2, 1);
 const KPAIRS: (i32, i32, i32) = (1, -1, 2);
 const KBUTLAST: (i32, i32, i32) = (1, -2, 1);
 
-const fn spec(
+pub(super) const fn spec(
     name: &'static str,
     arity: i32,
     flags: &'static [&'static str],
