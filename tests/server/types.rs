@@ -196,10 +196,15 @@ fn rename_keys_randomkey_and_flushall() {
     assert_eq!(q::<i64>(&mut c, &["TOUCH", "u", "nope", "u"]), 2);
     assert_eq!(q::<i64>(&mut c, &["UNLINK", "u", "nope"]), 1);
     let all: Vec<String> = q(&mut c, &["KEYS", "*"]);
-    for _ in 0..20 {
+    // Every key comes up: of a few keys each is about as likely (7 keys,
+    // 200 draws: one never drawn has odds of about 1 in 10^13).
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..200 {
         let k: String = q(&mut c, &["RANDOMKEY"]);
         assert!(all.contains(&k), "{k}");
+        seen.insert(k);
     }
+    assert_eq!(seen.len(), all.len(), "{seen:?} of {all:?}");
     assert_eq!(e(&mut c, &["FLUSHALL", "SOON"]), "ERR syntax error");
     q::<()>(&mut c, &["FLUSHALL"]);
     assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0);

@@ -30,6 +30,8 @@ fn literal_prefix(pattern: &[u8]) -> &[u8] {
         .unwrap_or(pattern.len());
     &pattern[..end]
 }
+/// Keys RANDOMKEY picks among.
+const RANDOM_AMONG: usize = 16;
 
 impl<'a> Conn<'a> {
     pub(super) fn keyspace(&mut self, name: &str, args: &[Vec<u8>]) -> Option<Res<Reply>> {
@@ -389,15 +391,25 @@ impl<'a> Conn<'a> {
 
     /// A key from a random place in the key space: keys after a wide gap
     /// come up more often than others.
+    /// A key at random: one of the [`RANDOM_AMONG`] keys from a random
+    /// point on (wrapping to the first), so that of a few keys each is
+    /// about as likely, not only the one after the widest gap.
     fn randomkey(&mut self) -> Res<Reply> {
         let start: [u8; 4] = rand::random();
-        for from in [&start[..], FIRST] {
-            let (found, _) = self.walk(from, 1, b"")?;
-            if let Some((k, ..)) = found.into_iter().next() {
-                return Ok(Reply::Bulk(k));
+        let (mut keys, _) = self.walk(&start, RANDOM_AMONG, b"")?;
+        if keys.len() < RANDOM_AMONG {
+            let (more, _) = self.walk(FIRST, RANDOM_AMONG - keys.len(), b"")?;
+            for k in more {
+                if !keys.iter().any(|h| h.0 == k.0) {
+                    keys.push(k);
+                }
             }
         }
-        Ok(Reply::Nil)
+        if keys.is_empty() {
+            return Ok(Reply::Nil);
+        }
+        let i = rand::random_range(0..keys.len());
+        Ok(Reply::Bulk(keys.swap_remove(i).0))
     }
 
     /// The live keys, and how many of them have an expiry: a walk of
