@@ -376,6 +376,7 @@ impl<'a> Loop<'a> {
     }
 
     fn turn(&mut self, stopping: bool) {
+        self.shard.access().tick();
         self.shard.retire();
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
