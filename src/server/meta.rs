@@ -10,6 +10,8 @@
 //! set's or sorted set's element count (8 bytes); a list's head and tail
 //! positions (8 bytes each: its elements are at head..tail).
 
+use std::rc::Rc;
+
 /// A Redis key's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Type {
@@ -75,8 +77,10 @@ impl Type {
 #[derive(Clone, Debug, Eq)]
 pub enum Body {
     /// A string's value: the bytes from the offset on (decoding leaves
-    /// the header in front rather than move the value).
-    Value(Vec<u8>, usize),
+    /// the header in front rather than move the value), shared with the
+    /// shard's tables it was read from, so a GET copies it only into
+    /// the reply.
+    Value(Rc<Vec<u8>>, usize),
     /// How many elements a hash, set or sorted set has.
     Count(u64),
     /// Where a list's elements are: positions head..tail.
@@ -199,7 +203,7 @@ impl Meta {
             kind: Type::String,
             version,
             expire_at,
-            body: Body::Value(value, 0),
+            body: Body::Value(Rc::new(value), 0),
         }
     }
 
@@ -286,6 +290,11 @@ impl Meta {
     /// Decodes metadata, keeping a string's value in `raw` (no copy, no
     /// move); `None` if `raw` is not metadata this encoding writes.
     pub fn decode(raw: Vec<u8>) -> Option<Meta> {
+        Meta::decode_shared(Rc::new(raw))
+    }
+
+    /// [`Meta::decode`] of a buffer shared with the shard's tables.
+    pub fn decode_shared(raw: Rc<Vec<u8>>) -> Option<Meta> {
         let kind = Type::of_tag(*raw.first()?)?;
         let flags = *raw.get(1)?;
         if flags & !HAS_EXPIRY != 0 {

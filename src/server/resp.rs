@@ -12,6 +12,7 @@
 //! RESP2 spells as flat arrays, `$-1` and bulk strings.
 
 use std::fmt;
+use std::rc::Rc;
 
 /// What one request may make the server hold.
 #[derive(Clone, Copy, Debug)]
@@ -364,8 +365,8 @@ pub enum Reply {
     Double(f64),
     Bulk(Vec<u8>),
     /// The bytes of a buffer from an offset on, as a bulk string: a value
-    /// sent without moving it out of what it was read with.
-    BulkFrom(Vec<u8>, usize),
+    /// sent without copying it out of what it was read with.
+    BulkFrom(Rc<Vec<u8>>, usize),
     /// A missing value: `$-1` in RESP2, `_` in RESP3.
     Nil,
     Array(Vec<Reply>),

@@ -306,11 +306,15 @@ impl<'a> Conn<'a> {
     /// `key`'s metadata, `None` when the key does not exist.
     pub(super) fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
         self.looked_up(key);
-        let Some(raw) = self.get_raw(&keys::meta(key))? else {
+        let raw = self
+            .shard
+            .get_shared(&keys::meta(key), &mut self.deps)
+            .map_err(Reply::err)?;
+        let Some(raw) = raw else {
             self.missed(key);
             return Ok(None);
         };
-        let m = Meta::decode(raw).ok_or_else(|| corrupt(key))?;
+        let m = Meta::decode_shared(raw).ok_or_else(|| corrupt(key))?;
         if self.alive(key, &m)? {
             if self.touching {
                 self.shard.access().touch(key);

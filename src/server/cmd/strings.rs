@@ -1,6 +1,7 @@
 //! Strings: the value is in the key's metadata, so a read is one lookup
 //! and a plain SET one write, with no read.
 
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 use super::expire::{option_expiry, Unit};
@@ -134,7 +135,7 @@ impl<'a> Conn<'a> {
         self.check_string(value.len())?;
         let m = match m {
             Some(mut m) => {
-                m.body = meta::Body::Value(value, 0);
+                m.body = meta::Body::Value(Rc::new(value), 0);
                 m
             }
             None => Meta::string(self.new_version()?, value, None),

@@ -32,8 +32,8 @@ use access::AccessClock;
 use blocking::Blocking;
 use busy::Busy;
 use pubsub::PubSub;
-pub use rows::RowStats;
 use rows::Rows;
+pub use rows::{Row, RowStats};
 use tracking::Tracking;
 use watch::Watches;
 
@@ -344,15 +344,23 @@ impl<'a> Shard<'a> {
     /// The value of engine key `key` as the shard's commands see it; what
     /// the reply then depends on goes to `deps`.
     pub fn get(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self
+            .get_shared(key, deps)?
+            .map(|v| Rc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())))
+    }
+
+    /// [`Shard::get`], the value shared with the dirty table or the row
+    /// cache rather than copied (a GET copies it once, into its reply).
+    pub fn get_shared(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Row, EngineError> {
         if let Some(d) = self.dirty.borrow().get(key) {
             deps.merge(&d.deps);
-            return Ok(d.value.as_deref().cloned());
+            return Ok(d.value.clone());
         }
         if let Some(row) = self.rows.get(key) {
-            return Ok(row.as_deref().cloned());
+            return Ok(row);
         }
-        let found = self.engine.get(key)?;
-        self.rows.fill(key, found.as_deref());
+        let found: Row = self.engine.get(key)?.map(Rc::new);
+        self.rows.fill(key, found.clone());
         Ok(found)
     }
 

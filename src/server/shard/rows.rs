@@ -102,10 +102,11 @@ impl Rows {
         }
     }
 
-    /// Remembers what the engine holds for `key`: `value`, or nothing.
-    pub fn fill(&self, key: &[u8], value: Option<&[u8]>) {
+    /// Remembers what the engine holds for `key`: `row`, shared with
+    /// the reader.
+    pub fn fill(&self, key: &[u8], row: Row) {
         if self.cache.is_some() && Rows::cacheable(key) {
-            self.put(key.to_vec(), value.map(|v| Rc::new(v.to_vec())));
+            self.put(key.to_vec(), row);
         }
     }
 
@@ -152,11 +153,15 @@ impl Rows {
 mod tests {
     use super::*;
 
+    fn row(v: &[u8]) -> Row {
+        Some(Rc::new(v.to_vec()))
+    }
+
     #[test]
     fn rows_hold_values_and_absences_until_forgotten() {
         let rows = Rows::new(1 << 20);
         assert_eq!(rows.get(b"k"), None);
-        rows.fill(b"k", Some(b"v"));
+        rows.fill(b"k", row(b"v"));
         rows.fill(b"gone", None);
         assert_eq!(rows.get(b"k"), Some(Some(Rc::new(b"v".to_vec()))));
         assert_eq!(rows.get(b"gone"), Some(None));
@@ -169,19 +174,19 @@ mod tests {
     #[test]
     fn the_servers_own_keys_and_huge_values_are_never_cached() {
         let rows = Rows::new(1 << 20);
-        rows.fill(b"\0\0stria:versions", Some(b"7"));
+        rows.fill(b"\0\0stria:versions", row(b"7"));
         assert_eq!(rows.get(b"\0\0stria:versions"), None);
-        rows.fill(b"big", Some(&[1; 1 << 17]));
+        rows.fill(b"big", row(&[1; 1 << 17]));
         assert_eq!(rows.get(b"big"), None);
-        rows.fill(b"big", Some(b"small"));
-        rows.fill(b"big", Some(&[1; 1 << 17]));
+        rows.fill(b"big", row(b"small"));
+        rows.fill(b"big", row(&[1; 1 << 17]));
         assert_eq!(rows.get(b"big"), None, "a huge value replaces a cached one");
     }
 
     #[test]
     fn a_cache_of_no_bytes_is_off() {
         let rows = Rows::new(0);
-        rows.fill(b"k", Some(b"v"));
+        rows.fill(b"k", row(b"v"));
         assert_eq!(rows.get(b"k"), None);
         assert_eq!(rows.stats(), RowStats::default());
     }
@@ -190,7 +195,7 @@ mod tests {
     fn the_cache_stays_within_its_bytes() {
         let rows = Rows::new(64 << 10);
         for i in 0..10_000u32 {
-            rows.fill(&i.to_be_bytes(), Some(&[0; 100]));
+            rows.fill(&i.to_be_bytes(), row(&[0; 100]));
         }
         assert!(rows.stats().bytes <= 64 << 10, "{:?}", rows.stats());
     }
