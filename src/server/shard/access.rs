@@ -10,17 +10,23 @@
 //! it, except the ones that only ask about it (TTL, PTTL, EXPIRETIME,
 //! PEXPIRETIME, TYPE, EXISTS, OBJECT, MEMORY USAGE), and a connection in
 //! CLIENT NO-TOUCH mode touches keys only with TOUCH.
+//!
+//! The table is keyed by a 64-bit hash of each key, not the key: an
+//! access is one probe of a table of integers, with no key to copy or
+//! compare. Two keys whose hashes collide (about 2^-64 for a pair) share
+//! an access time, which can only misstate their OBJECT IDLETIME.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use xxhash_rust::xxh3::Xxh3Builder;
+use nohash_hasher::BuildNoHashHasher;
+use xxhash_rust::xxh3::xxh3_64;
 
 /// What the table may hold, keys and entries together.
 pub const MAX_BYTES: usize = 16 << 20;
 
-/// What one entry costs besides its key's bytes, about.
-const ENTRY: usize = 48;
+/// What one entry costs: a hash, a time and the table's slack, about.
+const ENTRY: usize = 24;
 
 /// Commands that read a key's metadata without touching it.
 pub const NO_TOUCH: &[&str] = &[
@@ -36,8 +42,9 @@ pub const NO_TOUCH: &[&str] = &[
 
 pub struct AccessClock {
     started: Instant,
-    /// Milliseconds since `started` at each key's last access.
-    last: HashMap<Vec<u8>, u64, Xxh3Builder>,
+    /// Milliseconds since `started` at each key's last access, by the
+    /// key's hash (already uniform, so the table does not hash it again).
+    last: HashMap<u64, u64, BuildNoHashHasher<u64>>,
     bytes: usize,
     max_bytes: usize,
     /// The time of the event loop's turn under way ([`AccessClock::tick`]):
@@ -90,12 +97,10 @@ impl AccessClock {
     }
 
     fn set(&mut self, key: &[u8], at: u64) {
-        if let Some(t) = self.last.get_mut(key) {
-            *t = at;
+        if self.last.insert(xxh3_64(key), at).is_some() {
             return;
         }
-        self.bytes += key.len() + ENTRY;
-        self.last.insert(key.to_vec(), at);
+        self.bytes += ENTRY;
         if self.bytes > self.max_bytes {
             self.forget_older_half();
         }
@@ -107,21 +112,15 @@ impl AccessClock {
         let mut times: Vec<u64> = self.last.values().copied().collect();
         let mid = times.len() / 2;
         let (_, &mut cut, _) = times.select_nth_unstable(mid);
-        let mut bytes = 0;
-        self.last.retain(|k, t| {
-            let keep = *t > cut;
-            if keep {
-                bytes += k.len() + ENTRY;
-            }
-            keep
-        });
-        self.bytes = bytes;
+        self.last.retain(|_, t| *t > cut);
+        self.bytes = self.last.len() * ENTRY;
     }
 
     /// Milliseconds since `key` was last accessed, or since the start.
     pub fn idle_ms(&self, key: &[u8]) -> u64 {
         let now = self.now();
-        now.saturating_sub(self.last.get(key).copied().unwrap_or(0))
+        let at = self.last.get(&xxh3_64(key)).copied().unwrap_or(0);
+        now.saturating_sub(at)
     }
 }
 
@@ -131,7 +130,7 @@ mod tests {
 
     #[test]
     fn touched_keys_have_times_and_the_table_stays_bounded() {
-        let mut a = AccessClock::with_limit(100 * (ENTRY + 8));
+        let mut a = AccessClock::with_limit(100 * ENTRY);
         std::thread::sleep(std::time::Duration::from_millis(20));
         // Never touched: idle since the start.
         assert!(a.idle_ms(b"cold") >= 20);
