@@ -183,6 +183,16 @@ pub fn split(engine_key: &[u8]) -> Option<(usize, Part<'_>)> {
     }
 }
 
+/// Whether commands only ever read engine key `engine_key` in ranges,
+/// never by point lookup: the expiry index and a sorted set's (score,
+/// member) order. The row cache need not keep such keys.
+pub fn only_ranged(engine_key: &[u8]) -> bool {
+    if engine_key.starts_with(EXPIRES) {
+        return true;
+    }
+    matches!(split(engine_key), Some((_, Part::Sub(_, [BY_SCORE, ..]))))
+}
+
 /// The Redis key of an engine key and which part of it the engine key
 /// is; `None` for an engine key this encoding never writes for a key.
 pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Part<'_>)> {
@@ -220,6 +230,20 @@ pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Part<'_>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_expiry_index_and_the_score_order_are_ranged_only() {
+        let k = b"z\0s";
+        assert!(only_ranged(&expiry(5, k)));
+        assert!(only_ranged(&element(k, 3, BY_SCORE, b"\0\0\0\0\0\0\0\0m")));
+        for tag in [FIELD, ITEM, MEMBER, SCORED, ENTRY, GROUP, CONSUMER, PENDING] {
+            assert!(!only_ranged(&element(k, 3, tag, b"s")), "{tag}");
+        }
+        // A key whose own bytes hold the tag is no sub-key.
+        assert!(!only_ranged(&meta(b"s")));
+        assert!(!only_ranged(&meta(&[0, 1, b'v', b's'])));
+        assert!(!only_ranged(VERSIONS));
+    }
 
     #[test]
     fn keys_round_trip_and_keep_their_order() {

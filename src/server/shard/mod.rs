@@ -405,7 +405,8 @@ impl<'a> Shard<'a> {
         let mut queued = b.writes.borrow_mut();
         let mut bytes = self.dirty_bytes.get();
         for (k, v) in writes {
-            self.rows.forget(&k);
+            // The row cache keeps the key's old row: reads ask this
+            // table first, and `retire` replaces the row.
             let v = v.map(Rc::new);
             bytes += dirty_bytes(&k, v.as_ref());
             let old = dirty.insert(
@@ -624,7 +625,10 @@ impl<'a> Shard<'a> {
                     let d = dirty.remove(&k).expect("present");
                     self.dirty_bytes
                         .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
-                    if !failed {
+                    if failed {
+                        // What the engine holds is not known.
+                        self.rows.forget(&k);
+                    } else {
                         // The engine holds this write now.
                         self.rows.put(k, d.value);
                     }

@@ -7,9 +7,11 @@
 //! dirty table, so it only ever holds what the engine holds.
 //!
 //! It is kept exact because the shard is the only writer of the keys it
-//! caches: a write removes its key (the dirty table answers from then
-//! on), and the key comes back, with the value the engine now has, when
-//! the write leaves the dirty table. The server's own keys (`00 00
+//! caches, and a read asks the dirty table first: while a key is dirty
+//! its row (what the engine held before the write) is never read, and
+//! when the write leaves the dirty table the row is replaced with the
+//! value the engine now has. So a write need not touch the cache (a hash
+//! probe per key written, most of them for keys it does not hold). The server's own keys (`00 00
 //! stria:...`), which the clock and the version reservations write to
 //! the engine directly, are never cached. A failed write leaves its key
 //! out: the next read asks the engine.
@@ -19,6 +21,8 @@ use std::rc::Rc;
 
 use quick_cache::unsync::Cache;
 use quick_cache::Weighter;
+
+use crate::server::keys;
 
 /// Bytes an entry costs beyond its key and value, about: the key's and
 /// the value's allocations and headers, the `Rc`, the cache's slot and
@@ -110,21 +114,23 @@ impl Rows {
         }
     }
 
-    /// Remembers `row` for `key`, whose write is now the engine's.
+    /// Remembers `row` for `key`, whose write is now the engine's. A key
+    /// commands only read in ranges is not kept (it would only push out
+    /// keys that are looked up), and any older row of it goes.
     pub fn put(&self, key: Vec<u8>, row: Row) {
         let Some(cache) = &self.cache else { return };
         if !Rows::cacheable(&key) {
             return;
         }
         let mut cache = cache.borrow_mut();
-        if weight(&key, &row) > self.max_entry {
+        if weight(&key, &row) > self.max_entry || keys::only_ranged(&key) {
             cache.remove(&key);
             return;
         }
         cache.insert(key, row);
     }
 
-    /// Forgets `key`: it has been written, and the dirty table answers.
+    /// Forgets `key`: what the engine holds for it may have changed.
     pub fn forget(&self, key: &[u8]) {
         if let Some(cache) = &self.cache {
             cache.borrow_mut().remove(key);
