@@ -190,6 +190,22 @@ mod tests {
     }
 
     #[test]
+    fn keys_read_only_in_ranges_are_never_kept() {
+        let rows = Rows::new(1 << 20);
+        let by_score = keys::element(b"z", 1, keys::BY_SCORE, b"\0\0\0\0\0\0\0\0m");
+        let index = keys::expiry(5, b"k");
+        for k in [&by_score, &index] {
+            rows.fill(k, None);
+            rows.put(k.clone(), row(b""));
+            assert_eq!(rows.get(k), None);
+        }
+        let scored = keys::element(b"z", 1, keys::SCORED, b"m");
+        rows.put(scored.clone(), row(b"score"));
+        assert_eq!(rows.get(&scored), Some(row(b"score")));
+        assert_eq!(rows.stats().entries, 1);
+    }
+
+    #[test]
     fn a_cache_of_no_bytes_is_off() {
         let rows = Rows::new(0);
         rows.fill(b"k", row(b"v"));
