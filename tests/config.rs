@@ -688,8 +688,8 @@ fn regions_split_the_key_space_evenly_or_at_the_given_keys() {
     assert_eq!(cfg.memstore.split_keys.len(), 15);
     assert_eq!(cfg.memstore.split_keys[0], vec![0x10, 0x00]);
     // The default value limit is what fits in a 256 KiB WAL batch.
-    assert_eq!(cfg.memstore.max_key, 16 << 10);
-    assert_eq!(cfg.memstore.max_value, (256 << 10) - (16 << 10) - 128);
+    assert_eq!(cfg.memstore.max_key, 64 << 10);
+    assert_eq!(cfg.memstore.max_value, (256 << 10) - (64 << 10) - 128);
     let cfg = parse(&format!(
         "{GOOD}memstore: {{ split-keys: [g, p], max-key: 1KiB, max-value: 64KiB }}\n"
     ))
@@ -740,7 +740,7 @@ fn a_value_limit_that_does_not_fit_a_wal_batch() {
     let err = parse(&format!("{GOOD}memstore: {{ max-value: 1MiB }}\n")).unwrap_err();
     assert_eq!(
         err,
-        "test.yaml:14:24: memstore.max-value: a 16384-byte key and a 1048576-byte value do not fit in one WAL batch (wal.max-batch is 262144 bytes; raise it to at least 1069056 or lower the limits)"
+        "test.yaml:14:24: memstore.max-value: a 65536-byte key and a 1048576-byte value do not fit in one WAL batch (wal.max-batch is 262144 bytes; raise it to at least 1118208 or lower the limits)"
     );
 }
 

@@ -1131,7 +1131,9 @@ fn memstore(c: &Checker, raw: &RawConfig, wal: &WalConfig) -> Result<MemstoreCon
             format!("{global_limit} bytes is below flush-size ({flush_size} bytes)"),
         ));
     }
-    let max_key = c.or(&m.max_key, 16 << 10, |l| c.size(l, "memstore.max-key"))?;
+    // Keys as long as the formats allow (a key's length is 16 bits): a
+    // Redis client may use keys of any size, and tens of KiB occur.
+    let max_key = c.or(&m.max_key, 64 << 10, |l| c.size(l, "memstore.max-key"))?;
     if max_key == 0 || max_key > u64::from(u16::MAX) + 1 {
         let at = m.max_key.as_ref();
         return Err(c.at_opt(
