@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn the_inline_order_is_the_order_of_the_bytes() {
         let mut keys: Vec<Vec<u8>> = vec![vec![], vec![0], vec![0, 0], vec![1]];
-        for len in [15, 16, 17, 23, 24, 25, 26, 40] {
+        for len in [15, 16, 17, 23, 24, 25, 39, 40, 41, 47, 48, 49, 64] {
             for last in [0u8, 1, 0xff] {
                 let mut k = vec![b'k'; len];
                 k[len - 1] = last;
@@ -189,7 +189,7 @@ mod tests {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            let len = (rng % 32) as usize;
+            let len = (rng % 64) as usize;
             keys.push(
                 (0..len)
                     .map(|i| [0u8, 1, 0xff][((rng >> i) % 3) as usize])
