@@ -1,8 +1,18 @@
 //! Redis's glob patterns (SCAN MATCH, CONFIG GET): `*`, `?`, `[abc]`,
 //! `[^a-z]`, and `\` to take the next byte as it is.
 
+/// Star groups past which Redis's matcher gives up (its recursion's
+/// "protection against abusive patterns").
+const MAX_NESTING: usize = 1000;
+
 /// Whether `text` matches `pattern`, as Redis's `stringmatchlen`.
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
+    // Redis recurses once per `*` run that has more pattern after it and
+    // answers no match deeper than 1,000 runs: every match goes through
+    // all of them, so such a pattern matches nothing there, and here.
+    if nested_stars(pattern) > MAX_NESTING {
+        return false;
+    }
     // Iterative with one backtrack point: the last `*` seen and where its
     // match would resume, which is enough for `*` (it matches any run).
     let (mut p, mut t) = (0, 0);
@@ -60,6 +70,32 @@ pub fn matches(pattern: &[u8], text: &[u8]) -> bool {
         }
     }
     pattern[p..].iter().all(|&c| c == b'*')
+}
+
+/// The runs of `*` in `pattern` that have more pattern after them (a `*`
+/// escaped or in a class is a plain byte).
+fn nested_stars(pattern: &[u8]) -> usize {
+    let (mut p, mut runs) = (0, 0);
+    while p < pattern.len() {
+        match pattern[p] {
+            b'*' => {
+                while p < pattern.len() && pattern[p] == b'*' {
+                    p += 1;
+                }
+                if p < pattern.len() {
+                    runs += 1;
+                }
+            }
+            b'\\' => p += 2,
+            b'[' => match class(pattern, p, 0) {
+                Some((_, next)) => p = next,
+                // An unclosed class takes the rest of the pattern.
+                None => break,
+            },
+            _ => p += 1,
+        }
+    }
+    runs
 }
 
 /// Matches `c` against the class starting at `pattern[open] == '['`:
@@ -127,6 +163,19 @@ mod tests {
             ("save", "saves"),
             ("k[ey", "key"),
         ];
+        // Redis's limit on nested stars: past 1,000 runs that have more
+        // pattern after them, nothing matches (a last run does not count).
+        let long = "a".repeat(50_000);
+        assert!(!matches("*?".repeat(50_000).as_bytes(), long.as_bytes()));
+        assert!(!matches("*a".repeat(1001).as_bytes(), long.as_bytes()));
+        assert!(matches("*a".repeat(1000).as_bytes(), long.as_bytes()));
+        let last = format!("{}*", "*a".repeat(1000));
+        assert!(matches(last.as_bytes(), long.as_bytes()));
+        let text = format!("{}xa", "*a".repeat(1001));
+        let escaped = format!("{}*a", "\\*a".repeat(1001));
+        assert!(matches(escaped.as_bytes(), text.as_bytes()));
+        let classes = format!("{}*a", "[*]a".repeat(1001));
+        assert!(matches(classes.as_bytes(), text.as_bytes()));
         for (p, t) in yes {
             assert!(matches(p.as_bytes(), t.as_bytes()), "{p} should match {t}");
         }
