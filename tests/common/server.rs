@@ -217,6 +217,18 @@ pub struct Server {
 }
 
 impl Server {
+    /// Starts `stria serve` after a clean stop and checks that the start
+    /// replayed nothing (the stop flushed every write to block files).
+    pub fn start_after_clean_stop(dir: &Path, map: &Map) -> Server {
+        let s = Server::start(dir, map);
+        assert!(
+            s.printed.stdout().contains("replayed 0 WAL records"),
+            "{}",
+            s.printed.all()
+        );
+        s
+    }
+
     /// Starts `stria serve` on `map` in `dir` and waits until it listens.
     pub fn start(dir: &Path, map: &Map) -> Server {
         let mut child = command(dir, map, "127.0.0.1:0")
