@@ -11,9 +11,9 @@
 //! its row (what the engine held before the write) is never read, and
 //! when the write leaves the dirty table the row is replaced with the
 //! value the engine now has. So a write need not touch the cache (a hash
-//! probe per key written, most of them for keys it does not hold). The server's own keys (`00 00
-//! stria:...`), which the clock and the version reservations write to
-//! the engine directly, are never cached. A failed write leaves its key
+//! probe per key written, most of them for keys it does not hold). The
+//! server's own keys (`00 00 stria:...`), which the clock and the version
+//! reservations write to the engine directly, are never cached. A failed write leaves its key
 //! out: the next read asks the engine.
 
 use std::cell::{Cell, RefCell};
@@ -115,15 +115,16 @@ impl Rows {
     }
 
     /// Remembers `row` for `key`, whose write is now the engine's. A key
-    /// commands only read in ranges is not kept (it would only push out
-    /// keys that are looked up), and any older row of it goes.
+    /// commands only read in ranges is never kept (it would only push out
+    /// keys that are looked up; every row goes in here, so there is no
+    /// older row of it to drop).
     pub fn put(&self, key: Vec<u8>, row: Row) {
         let Some(cache) = &self.cache else { return };
-        if !Rows::cacheable(&key) {
+        if !Rows::cacheable(&key) || keys::only_ranged(&key) {
             return;
         }
         let mut cache = cache.borrow_mut();
-        if weight(&key, &row) > self.max_entry || keys::only_ranged(&key) {
+        if weight(&key, &row) > self.max_entry {
             cache.remove(&key);
             return;
         }
