@@ -188,6 +188,10 @@ impl Queue for AnyQueue {
     fn wait_hint(&self) -> WaitHint {
         dispatch!(&self.backend, BackendQueue, q => q.wait_hint())
     }
+
+    fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        dispatch!(&self.backend, BackendQueue, q => q.event_fd())
+    }
 }
 
 #[cfg(test)]

@@ -297,7 +297,7 @@ pub enum WaitHint {
 /// A raw block device, shared by the reactors that use it.
 pub trait Device: Send + Sync + 'static {
     /// The per-reactor queue type.
-    type Queue: Queue;
+    type Queue: Queue + Send;
 
     /// What the device is.
     fn info(&self) -> &DeviceInfo;
@@ -337,6 +337,13 @@ pub trait Queue {
 
     /// How a reactor that wants to sleep can be woken for this queue.
     fn wait_hint(&self) -> WaitHint;
+
+    /// The descriptor that becomes readable as completions arrive, on
+    /// backends that have one (what [`WaitHint::Fd`] names while requests
+    /// are in flight): an event loop that drives the queue watches it.
+    fn event_fd(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 /// The most buffers one request may carry (Linux's UIO_MAXIOV).

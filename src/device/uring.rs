@@ -481,6 +481,10 @@ impl Queue for UringQueue {
             WaitHint::Fd(self.eventfd.as_raw_fd())
         }
     }
+
+    fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.eventfd.as_raw_fd())
+    }
 }
 
 impl Drop for UringQueue {
