@@ -11,6 +11,10 @@
 //!     below the end, nothing invented;
 //! (c) every record is byte-identical to what its writer appended.
 //!
+//! In half the seeds the first writer hosts the log (`Wal::host`: it puts
+//! its appends into the batches itself and drives the devices while it
+//! waits), as the server's shard does.
+//!
 //! Half the seeds with several devices write each batch to two of them
 //! (`copies: 2`), and half of those lose a device at a random request (it
 //! vanishes, as a pulled drive, and stays gone after the crash): the WAL
@@ -110,11 +114,16 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
     let per_writer = rng.random_range(50..400u32);
     let crash_after = Duration::from_micros(rng.random_range(0..12_000));
     let mut handles = Vec::new();
+    // In half the seeds the first writer hosts the log: its appends go
+    // into the batches at once and it drives the devices while it waits.
+    let hosted = rng.random_bool(0.5);
     for t in 0..writers {
         let (wal, acks) = (wal.clone(), acks.clone());
         let rng_seed = rng.random();
         handles.push(thread::spawn(move || {
+            let host = (hosted && t == 0).then(|| wal.host().expect("no other host"));
             writer(seed, t, per_writer, rng_seed, &acks, || Some(wal.clone()));
+            drop(host);
         }));
     }
     thread::sleep(crash_after);

@@ -7,10 +7,12 @@
 //! - `segments`: each device's ring of segments, reuse after release.
 //! - `recovery`: reading the longest gap-free prefix back at open.
 //! - `writer`: the handle writers use ([`Wal`]), `ticket`: their acks.
+//! - `host`: a thread that appends and drives the devices itself.
 
 mod commit;
 mod error;
 pub mod format;
+mod host;
 mod inflight;
 pub mod recovery;
 mod segments;
@@ -21,6 +23,7 @@ mod writer;
 
 pub use commit::GroupRecord;
 pub use error::WalError;
+pub use host::WalHost;
 pub use ticket::{Notify, Ticket};
 pub use writer::{Wal, WalOptions};
 

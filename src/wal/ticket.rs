@@ -143,6 +143,10 @@ impl Ticket {
             if let Some(r) = self.poll() {
                 return r;
             }
+            // A host thread is the one that reaps its log's completions.
+            if super::host::drive_while_waiting() {
+                continue;
+            }
             // The timeout only bounds the damage of a waiter that is not the
             // registered one; the registered waiter is always unparked.
             thread::park_timeout(Duration::from_millis(100));

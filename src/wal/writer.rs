@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::commit::{GroupRecord, Msg, Payload, Published, Start, WalWork};
 use super::format::{record_len, Geometry, RecordOp, BATCH_HEADER_BYTES};
+use super::host::{self, Drive, Shared, WalHost};
 use super::recovery::{recover, Recovered, RecoveryOptions, WalDevice};
 use super::segments::Segments;
 use super::stats::{add, WalStats, WalStatsSnapshot};
@@ -71,6 +72,8 @@ pub type Refused = Record;
 pub struct Wal {
     reactor: Option<Reactor<Msg>>,
     sender: Sender<Msg>,
+    /// The reactor's state, for a host thread (`host.rs`).
+    drive: Arc<dyn Drive>,
     published: Arc<Published>,
     stats: Arc<WalStats>,
     max_record: usize,
@@ -155,6 +158,8 @@ impl Wal {
         let logs = recovered.devices.clone();
         let segment_size = opts.segment_size;
         let (p, s) = (published.clone(), stats.clone());
+        let slot: Arc<std::sync::OnceLock<Arc<dyn Drive>>> = Arc::default();
+        let made = slot.clone();
         let reactor = reactor::spawn(
             ReactorConfig {
                 ring_capacity: opts.ring_capacity,
@@ -182,11 +187,23 @@ impl Wal {
                         dev
                     })
                     .collect();
-                WalWork::new(devs, start, |len| alloc_dev.alloc_buf(len), p, s)
+                let shared = Shared::new(WalWork::new(
+                    devs,
+                    start,
+                    |len| alloc_dev.alloc_buf(len),
+                    p,
+                    s,
+                ));
+                let _ = made.set(shared.clone());
+                host::Reactor(shared)
             },
         )?;
         let wal = Wal {
             sender: reactor.sender(),
+            drive: slot
+                .get()
+                .cloned()
+                .expect("the reactor built its work before it started"),
             reactor: Some(reactor),
             published,
             stats,
@@ -230,7 +247,7 @@ impl Wal {
         else {
             return Ok(Ok(Ticket::done(0)));
         };
-        match self.sender.try_send(msg) {
+        match self.offer(msg) {
             Ok(()) => Ok(Ok(Ticket::new(state))),
             Err(Msg::Append {
                 payload: Payload::Shared(record),
@@ -274,7 +291,7 @@ impl Wal {
             durability,
             tickets: states.clone(),
         };
-        match self.sender.try_send(msg) {
+        match self.offer(msg) {
             Ok(()) => Ok(Ok(states.into_iter().map(Ticket::new).collect())),
             Err(Msg::Group { records, .. }) => {
                 if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
@@ -342,19 +359,59 @@ impl Wal {
     /// A barrier if the WAL's ring has room now, without waiting.
     pub fn try_barrier(&self) -> Option<Ticket> {
         let state = TicketState::new();
-        self.sender
-            .try_send(Msg::Barrier(state.clone()))
+        self.offer(Msg::Barrier(state.clone()))
             .ok()
             .map(|()| Ticket::new(state))
     }
 
+    /// Makes the calling thread the log's host (see `host.rs`): its
+    /// appends go into the batches at once, and it submits them and reaps
+    /// their completions itself, for as long as it keeps the returned
+    /// handle. `None` when the log already has a host, or this thread
+    /// hosts another log.
+    pub fn host(&self) -> Option<WalHost> {
+        WalHost::new(self.drive.clone(), self.sender.clone())
+    }
+
+    /// Hands `msg` to the WAL without waiting: into the batch at once on
+    /// the host thread, else through the reactor's ring. Gives it back
+    /// when there is no room now.
+    fn offer(&self, msg: Msg) -> Result<(), Msg> {
+        if !host::hosts(&self.drive) {
+            return self.sender.try_send(msg);
+        }
+        match self.drive.offer(msg) {
+            Ok(()) => Ok(()),
+            Err(msg) => {
+                // Every buffer is on its way to a device: wait for a
+                // completion (a millisecond at most; nothing else reaps
+                // them) before the caller's back-off.
+                host::drive_while_waiting();
+                self.drive.offer(msg)
+            }
+        }
+    }
+
     fn send(&self, msg: Msg) -> Result<(), WalError> {
-        let msg = match self.sender.try_send(msg) {
+        let mut msg = match self.offer(msg) {
             Ok(()) => return Ok(()),
             Err(msg) => msg,
         };
         let waited = Instant::now();
-        let sent = self.sender.send(msg);
+        let sent = if host::hosts(&self.drive) {
+            loop {
+                if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
+                    break Err(msg);
+                }
+                host::drive_while_waiting();
+                match self.drive.offer(msg) {
+                    Ok(()) => break Ok(()),
+                    Err(back) => msg = back,
+                }
+            }
+        } else {
+            self.sender.send(msg)
+        };
         add(
             &self.stats.writer_wait_ns,
             u64::try_from(waited.elapsed().as_nanos()).unwrap_or(u64::MAX),

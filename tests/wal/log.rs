@@ -376,10 +376,22 @@ fn with_fua_a_sync_append_needs_no_flush_but_still_waits_for_earlier_writes() {
 
 #[test]
 fn a_group_takes_consecutive_lsns_whatever_else_is_appended() {
+    groups_take_consecutive_lsns(false);
+}
+
+#[test]
+fn a_host_that_finds_every_buffer_in_flight_reaps_until_one_is_free() {
+    // The groups' thread hosts the log and never drives it but through
+    // its appends: with every buffer on its way, an append must reap.
+    groups_take_consecutive_lsns(true);
+}
+
+fn groups_take_consecutive_lsns(hosted: bool) {
     use stria::record::Record;
     let devs = [sim("a", 20, 0, 4096), sim("b", 20, 0, 4096)];
     let (wal, _) = open(&devs);
     let wal = std::sync::Arc::new(wal);
+    let host = hosted.then(|| wal.host().expect("no host yet"));
     // Another writer appends single records all along.
     let other = {
         let wal = wal.clone();
@@ -415,6 +427,7 @@ fn a_group_takes_consecutive_lsns_whatever_else_is_appended() {
     for t in tickets {
         t.wait().unwrap();
     }
+    drop(host);
     let wal = std::sync::Arc::try_unwrap(wal).ok().expect("one handle");
     wal.close().unwrap();
     let (_wal, rec) = open(&devs);
@@ -454,4 +467,66 @@ fn a_group_larger_than_a_batch_is_refused() {
     let err = wal.try_append_group(group, Durability::Sync).unwrap_err();
     assert!(matches!(err, WalError::TooLarge { .. }), "{err}");
     assert!(wal.max_group_bytes() < 20 << 10);
+}
+
+#[test]
+fn a_host_drives_its_own_appends_and_others_without_its_reactor_watching() {
+    // Writes take 2 ms, flushes 1 ms, on two devices.
+    let devs = [sim("a", 2_000, 1_000, 2048), sim("b", 2_000, 1_000, 2048)];
+    let (wal, _) = open(&devs);
+    let wal = std::sync::Arc::new(wal);
+    let host = wal.host().expect("the log has no host yet");
+    assert!(wal.host().is_none(), "a thread hosts one log at most");
+    // A second thread appends through the reactor's ring meanwhile.
+    let other = {
+        let wal = wal.clone();
+        std::thread::spawn(move || {
+            assert!(wal.host().is_none(), "the log has a host");
+            (0..50)
+                .map(|i| put(&wal, &format!("o{i}"), Durability::Sync))
+                .map(|t| t.wait().unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    // The host's appends: nothing is on a device until it drives.
+    let mine: Vec<Ticket> = (0..50)
+        .map(|i| put(&wal, &format!("h{i}"), Durability::Sync))
+        .collect();
+    let lsns: Vec<u64> = mine
+        .iter()
+        .map(|t| t.lsn().expect("an LSN at once"))
+        .collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "in order: {lsns:?}");
+    // Driving as an event loop does: until every one is acknowledged.
+    let until = Instant::now() + Duration::from_secs(20);
+    while !mine.iter().all(Ticket::is_done) {
+        assert!(
+            Instant::now() < until,
+            "the host's appends were never acknowledged"
+        );
+        host.drive();
+        let sleep = host.next_drive().unwrap_or(Duration::from_millis(1));
+        std::thread::sleep(sleep.min(Duration::from_millis(1)));
+    }
+    for (t, lsn) in mine.iter().zip(&lsns) {
+        assert_eq!(t.wait().unwrap(), *lsn);
+    }
+    // A blocking wait on the host's thread drives the log itself.
+    assert_eq!(
+        put(&wal, "last", Durability::Sync).wait().unwrap(),
+        wal.durable_lsn()
+    );
+    let theirs = other.join().unwrap();
+    assert!(theirs.windows(2).all(|w| w[0] < w[1]), "{theirs:?}");
+    // Once the host goes, the reactor watches the devices again.
+    drop(host);
+    let after = {
+        let wal = wal.clone();
+        std::thread::spawn(move || put(&wal, "after", Durability::Sync).wait())
+    };
+    assert_eq!(after.join().unwrap().unwrap(), 102);
+    let wal = std::sync::Arc::into_inner(wal).expect("the last reference");
+    wal.close().unwrap();
+    let (_wal, rec) = open(&devs);
+    assert_eq!(rec.records.len(), 102, "every append is in the log");
 }

@@ -179,6 +179,9 @@ pub(crate) struct WalWork<Q: Queue> {
     write_waiters: VecDeque<(Lsn, Arc<TicketState>)>,
     sync_waiters: VecDeque<(Lsn, Arc<TicketState>)>,
     failed: Option<String>,
+    /// Leave the open batch open while a batch is on its way, unless it
+    /// grew to its share of the stripe (a host: see `host.rs`).
+    pub(super) one_at_a_time: bool,
     released: Lsn,
     log_full_since: Option<Instant>,
     published: Arc<Published>,
@@ -234,6 +237,7 @@ impl<Q: Queue> WalWork<Q> {
             write_waiters: VecDeque::new(),
             sync_waiters: VecDeque::new(),
             failed: None,
+            one_at_a_time: false,
             released: 0,
             log_full_since: None,
             published,
@@ -241,8 +245,9 @@ impl<Q: Queue> WalWork<Q> {
         }
     }
 
-    /// Takes one message; false when there is no buffer to put it in.
-    fn take(&mut self, msg: Msg) -> Result<(), Msg> {
+    /// Takes one message; gives it back when there is no buffer to put it
+    /// in.
+    pub(super) fn take(&mut self, msg: Msg) -> Result<(), Msg> {
         if let Some(why) = &self.failed {
             msg.fail(why);
             return Ok(());
@@ -472,6 +477,42 @@ impl<Q: Queue> WalWork<Q> {
             + complete_upto(&mut self.sync_waiters, self.sync_lsn)
     }
 
+    /// The hints that do not come from a device: a full log notices
+    /// released segments by polling the watermark.
+    pub(super) fn timer_hints(&self, out: &mut Vec<WaitHint>) {
+        if self.log_full_since.is_some() {
+            out.push(WaitHint::Deadline(
+                Instant::now() + Duration::from_millis(1),
+            ));
+        }
+    }
+
+    /// The hints a host needs beside the event descriptors it watches:
+    /// those of devices without one, and the timers. (A watched
+    /// descriptor is not read: each completion signals it again.)
+    pub(super) fn host_hints(&self, out: &mut Vec<WaitHint>) {
+        for dev in &self.devs {
+            if dev.queue.event_fd().is_none() {
+                out.push(dev.queue.wait_hint());
+            }
+        }
+        self.timer_hints(out);
+    }
+
+    /// True while some device has a request in flight.
+    pub(super) fn in_flight(&self) -> bool {
+        self.devs.iter().any(|d| d.queue.in_flight() > 0)
+    }
+
+    /// The descriptors that become readable as the devices complete
+    /// requests (devices without one say what to do in their hints).
+    pub(super) fn event_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.devs
+            .iter()
+            .filter_map(|d| d.queue.event_fd())
+            .collect()
+    }
+
     fn reclaim(&mut self) {
         let released = self.published.released.load(Ordering::SeqCst);
         if released > self.released {
@@ -545,12 +586,7 @@ impl<Q: Queue + 'static> Work for WalWork<Q> {
         for dev in &self.devs {
             out.push(dev.queue.wait_hint());
         }
-        if self.log_full_since.is_some() {
-            // Released segments are noticed by polling the watermark.
-            out.push(WaitHint::Deadline(
-                Instant::now() + Duration::from_millis(1),
-            ));
-        }
+        self.timer_hints(out);
     }
 
     fn finish(&mut self) {

@@ -21,6 +21,9 @@ impl<Q: Queue> WalWork<Q> {
                 return n;
             }
             if self.ready.is_empty() {
+                if self.one_at_a_time && !self.batches.is_empty() {
+                    return n;
+                }
                 self.seal_open();
             }
             let Some((builder, _, _)) = self.ready.front() else {
