@@ -129,6 +129,32 @@ fn wal_copies_are_at_most_the_stripe_and_the_loss_policy_is_named() {
 }
 
 #[test]
+fn the_shard_submits_the_log_unless_the_map_gives_it_to_the_reactor() {
+    use stria::config::WalSubmit;
+    assert_eq!(parse(GOOD).unwrap().wal.submit, WalSubmit::Shard);
+    let with = |v: &str| {
+        GOOD.replacen(
+            "  max-batch: 256KiB\n",
+            &format!("  max-batch: 256KiB\n  submit: {v}\n"),
+            1,
+        )
+    };
+    assert_eq!(
+        parse(&with("reactor")).unwrap().wal.submit,
+        WalSubmit::Reactor
+    );
+    assert_eq!(parse(&with("shard")).unwrap().wal.submit, WalSubmit::Shard);
+    let err = error_of(
+        "  max-batch: 256KiB\n",
+        "  max-batch: 256KiB\n  submit: flush\n",
+    );
+    assert!(
+        err.contains("unknown submitting thread \"flush\" (expected one of: shard, reactor)"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_row_cache_is_off_or_at_least_a_mebibyte() {
     assert_eq!(parse(GOOD).unwrap().server.row_cache, 256 << 20);
     let with = |v: &str| GOOD.to_string() + &format!("server:\n  row-cache: {v}\n");

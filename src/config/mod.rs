@@ -388,6 +388,23 @@ pub struct WalConfig {
     pub copies: usize,
     /// What the WAL does when a device fails or vanishes.
     pub on_device_loss: DeviceLoss,
+    /// Which thread submits the WAL's batches of the server's writes and
+    /// reaps their completions.
+    pub submit: WalSubmit,
+}
+
+/// Which thread puts the server's log writes on the WAL devices
+/// (`wal.submit`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WalSubmit {
+    /// The shard that runs the commands: its writes go into the batch at
+    /// once, and it submits the batches on the WAL queues and reaps their
+    /// completions itself, watching them in its event loop.
+    #[default]
+    Shard,
+    /// The WAL reactor: the shard hands it each turn's writes through its
+    /// ring, and the reactor wakes the shard with the acknowledgements.
+    Reactor,
 }
 
 /// What the WAL does when one of its devices fails (an I/O error, a failed

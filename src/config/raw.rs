@@ -101,6 +101,7 @@ pub struct RawWal {
     pub fua: Option<Leaf>,
     pub copies: Option<Leaf>,
     pub on_device_loss: Option<Leaf>,
+    pub submit: Option<Leaf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

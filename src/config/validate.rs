@@ -13,7 +13,7 @@ use super::raw::{Leaf, RawConfig, RawDevice, RawSim};
 use super::{
     BackendConfig, Config, ConfigError, DeviceConfig, DeviceLoss, Durability, FlushConfig,
     IdlePolicy, MemstoreConfig, ReactorsConfig, Role, ServerConfig, SimConfig, SimFaults,
-    SpdkConfig, SpdkEnvConfig, WalConfig, MIN_DATA_BYTES, RESERVED_BYTES,
+    SpdkConfig, SpdkEnvConfig, WalConfig, WalSubmit, MIN_DATA_BYTES, RESERVED_BYTES,
 };
 
 type Result<T> = std::result::Result<T, ConfigError>;
@@ -890,6 +890,14 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
             ],
         )
     })?;
+    let submit = c.or(&w.submit, WalSubmit::Shard, |l| {
+        c.choice(
+            l,
+            "wal.submit",
+            "submitting thread",
+            &[("shard", WalSubmit::Shard), ("reactor", WalSubmit::Reactor)],
+        )
+    })?;
     for name in &devs {
         let dev = devices
             .iter()
@@ -913,6 +921,7 @@ fn wal(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<WalConf
         fua,
         copies,
         on_device_loss,
+        submit,
     })
 }
 

@@ -29,6 +29,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
 use super::conn::{Conn, Input, Taken};
@@ -39,11 +40,15 @@ use super::shard::tracking::Invalidation;
 use super::shard::Shard;
 use super::sweep::Sweep;
 use super::Shared;
-use crate::wal::Notify;
+use crate::wal::{Notify, WalHost};
 
 /// The token of a loop's waker (new connections, acknowledgements, the
 /// stop).
 const WAKER: Token = Token(usize::MAX);
+
+/// The token of the WAL devices' completion descriptors, on a loop that
+/// submits its own log writes.
+const WAL: Token = Token(usize::MAX - 1);
 
 /// Reads from one connection in one turn, at most: a client that keeps
 /// its socket full does not starve the others.
@@ -163,6 +168,9 @@ impl Drop for Connection<'_> {
 struct Loop<'a> {
     shared: &'a Shared,
     notify: Arc<LoopNotify>,
+    /// The loop submits the WAL's batches and reaps their completions
+    /// itself (`wal.submit: shard`).
+    wal: Option<WalHost>,
     /// The shard whose commands the loop runs.
     shard: Rc<Shard<'a>>,
     conns: Vec<Option<Connection<'a>>>,
@@ -181,9 +189,11 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
     let shard = Rc::new(Shard::new(&shared.engine, shared.opts.row_cache));
     shard.busy().set_incoming(rx);
     let Parts { mut poll, notify } = parts;
+    let wal = host_wal(shared, poll.registry());
     let mut lp = Loop {
         shared,
         notify,
+        wal,
         shard,
         conns: Vec::new(),
         free: Vec::new(),
@@ -221,6 +231,8 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
         for ev in events.iter() {
             match ev.token() {
                 WAKER => woken = true,
+                // The turn reaps the completions.
+                WAL => {}
                 Token(i) => lp.event(
                     i,
                     ev.is_readable() || ev.is_read_closed() || ev.is_error(),
@@ -237,6 +249,8 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
     for i in 0..lp.conns.len() {
         lp.close(i);
     }
+    // The WAL reactor watches the devices again.
+    drop(lp.wal.take());
     // Writes applied are acknowledged before the engine closes.
     lp.shard.settle_all();
     // Connections handed over after the loop stopped looking.
@@ -245,21 +259,49 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
     }
 }
 
+/// Makes the loop's thread the host of the engine's WAL and watches its
+/// devices' completions, when the map asks for it and every device can be
+/// watched; `None` leaves the log to its reactor.
+fn host_wal(shared: &Shared, registry: &Registry) -> Option<WalHost> {
+    if !shared.opts.wal_on_shard {
+        return None;
+    }
+    let host = shared.engine.wal().host()?;
+    for fd in host.event_fds() {
+        if let Err(e) = registry.register(&mut SourceFd(&fd), WAL, Interest::READABLE) {
+            tracing::warn!("cannot watch a WAL device ({e}): the WAL reactor submits the log");
+            for fd in host.event_fds() {
+                let _ = registry.deregister(&mut SourceFd(&fd));
+            }
+            return None;
+        }
+    }
+    Some(host)
+}
+
 impl<'a> Loop<'a> {
     /// How long the next poll may sleep: not at all with work to do or a
-    /// reply ready; else until woken (with a bound while replies are due).
+    /// reply ready; else until woken (with a bound while replies are due,
+    /// and by when the WAL's devices must be polled).
     fn timeout(&self, stopping: bool) -> Option<Duration> {
         if !self.work.is_empty() {
             return Some(Duration::ZERO);
         }
+        let ready = || {
+            self.waiting
+                .iter()
+                .any(|&i| self.conns[i].as_ref().is_some_and(|c| c.conn.ready()))
+        };
+        let wal = match &self.wal {
+            // Before arming: what this completes is seen below, without a
+            // wake.
+            Some(h) if !ready() => h.next_drive(),
+            _ => None,
+        };
         // Armed first, then checked: an acknowledgement in between is seen
         // here or wakes the poll.
         self.notify.armed.store(true, Ordering::SeqCst);
-        let ready = self
-            .waiting
-            .iter()
-            .any(|&i| self.conns[i].as_ref().is_some_and(|c| c.conn.ready()));
-        if ready {
+        let sleep = if ready() {
             Some(Duration::ZERO)
         } else if stopping {
             Some(Duration::from_millis(10))
@@ -267,6 +309,10 @@ impl<'a> Loop<'a> {
             Some(WAIT_AT_MOST)
         } else {
             None
+        };
+        match (sleep, wal) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -377,6 +423,11 @@ impl<'a> Loop<'a> {
 
     fn turn(&mut self, stopping: bool) {
         self.shard.access().tick();
+        // Completions of the log's writes, and the acknowledgements they
+        // make, before the batches acknowledged are let go of.
+        if let Some(h) = &self.wal {
+            h.drive();
+        }
         self.shard.retire();
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
@@ -427,6 +478,10 @@ impl<'a> Loop<'a> {
         // The turn's writes go to the engine together.
         let notify: Arc<dyn Notify> = self.notify.clone();
         self.shard.submit(&notify);
+        // On their way to the devices now, not when the loop next polls.
+        if let Some(h) = &self.wal {
+            h.drive();
+        }
         let (keys, bytes) = self.shard.pending();
         self.shared.metrics.set_dirty(keys as u64, bytes as u64);
         self.shared.metrics.set_rows(self.shard.row_stats());

@@ -75,6 +75,8 @@ pub struct ServerOptions {
     pub metrics: Option<SocketAddr>,
     /// Bytes of the shard's row cache (`server.row-cache`).
     pub row_cache: u64,
+    /// The shard submits the WAL's batches itself (`wal.submit: shard`).
+    pub wal_on_shard: bool,
     /// The map's file name, for INFO.
     pub config_file: String,
 }
@@ -101,6 +103,7 @@ impl ServerOptions {
             max_value: cfg.memstore.max_value as usize,
             metrics: s.metrics,
             row_cache: s.row_cache,
+            wal_on_shard: cfg.wal.submit == crate::config::WalSubmit::Shard,
             config_file: cfg.source.clone(),
         }
     }

@@ -43,6 +43,8 @@ pub struct Map {
     pub durability: &'static str,
     /// `Some(n)`: two WAL devices, `wal0` and `wal1`, and `wal.copies: n`.
     pub wal_copies: Option<usize>,
+    /// The map's `wal.submit`: `shard` or `reactor`.
+    pub wal_submit: &'static str,
 }
 
 impl Default for Map {
@@ -59,6 +61,7 @@ impl Default for Map {
             data_size: "24MiB",
             durability: "sync",
             wal_copies: None,
+            wal_submit: "shard",
         }
     }
 }
@@ -98,11 +101,11 @@ reactors: {{ wal: [0], flush: [1], idle: park, spin-us: 20 }}
 devices:
   - {{ name: wal0, backend: {b}, path: ./data/wal0.img, size: 8MiB, role: wal, queue-depth: 32 }}
 {wal1}  - {{ name: data0, backend: {b}, path: ./data/data0.img, size: {}, role: data, queue-depth: 32 }}
-wal: {{ segment-size: 1MiB, max-batch: 256KiB, durability: {}{copies} }}
+wal: {{ segment-size: 1MiB, max-batch: 256KiB, durability: {}{copies}, submit: {} }}
 memstore: {{ regions: 4, flush-size: 2MiB, global-limit: 8MiB, max-key: {}, max-value: {} }}
 flush: {{ manifest-size: 256KiB }}
 {server}",
-            self.data_size, self.durability, self.max_key, self.max_value
+            self.data_size, self.durability, self.wal_submit, self.max_key, self.max_value
         )
     }
 

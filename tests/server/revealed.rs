@@ -4,7 +4,9 @@
 //! value any client was told. Incrementers run at `sync` and at `write`
 //! (both survive a process crash); one reader runs at `none`, whose own
 //! writes need not survive, but whose reads reveal others' writes and so
-//! wait for them like anyone's.
+//! wait for them like anyone's. On `psync` devices, and on `io_uring`
+//! with the shard reaping the log's completions (`wal.submit: shard`) and
+//! with the WAL reactor submitting (`reactor`).
 //!
 //! And the shard keeps commands atomic and isolated: concurrent MSETs of
 //! the same keys in different orders never leave a mix, and concurrent
@@ -62,16 +64,36 @@ fn client(mut c: Connection, level: &str, reads_only: bool, seed: u64, acks: &At
 
 #[test]
 fn every_value_a_reply_revealed_survives_sigkill() {
+    revealed_values_survive_sigkill(&Map::default());
+}
+
+#[test]
+fn every_value_revealed_survives_sigkill_with_the_shard_reaping_io_uring() {
+    revealed_values_survive_sigkill(&Map {
+        backend: "uring",
+        ..Map::default()
+    });
+}
+
+#[test]
+fn every_value_revealed_survives_sigkill_with_the_wal_reactor_submitting() {
+    revealed_values_survive_sigkill(&Map {
+        backend: "uring",
+        wal_submit: "reactor",
+        ..Map::default()
+    });
+}
+
+fn revealed_values_survive_sigkill(map: &Map) {
     let seed = std::env::var("STRIA_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(17u64);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let dir = tempdir();
-    let map = Map::default();
     let mut floor: Told = [0; COUNTERS];
     for round in 0..=ROUNDS {
-        let s = Server::start(dir.path(), &map);
+        let s = Server::start(dir.path(), map);
         let mut c = s.client();
         for (i, f) in floor.iter_mut().enumerate() {
             let least = *f;

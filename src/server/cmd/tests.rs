@@ -27,6 +27,7 @@ pub fn options() -> ServerOptions {
         max_value: 4096,
         metrics: None,
         row_cache: 1 << 20,
+        wal_on_shard: true,
         config_file: "test".into(),
     }
 }
