@@ -530,3 +530,26 @@ fn a_host_drives_its_own_appends_and_others_without_its_reactor_watching() {
     let (_wal, rec) = open(&devs);
     assert_eq!(rec.records.len(), 102, "every append is in the log");
 }
+
+#[test]
+fn a_host_holds_its_open_batch_only_while_one_is_on_its_way() {
+    // A batch of `write` appends is written and never flushed (nothing
+    // waits for `sync`): the next batch must not wait for it to become
+    // durable.
+    let devs = [sim("a", 200, 0, 2048)];
+    let (wal, _) = open(&devs);
+    let host = wal.host().expect("no host yet");
+    for i in 0..20 {
+        let t = put(&wal, &format!("w{i}"), Durability::Write);
+        let until = Instant::now() + Duration::from_secs(10);
+        while !t.is_done() {
+            assert!(Instant::now() < until, "write {i} was never acknowledged");
+            host.drive();
+            let sleep = host.next_drive().unwrap_or(Duration::from_millis(1));
+            std::thread::sleep(sleep.min(Duration::from_millis(1)));
+        }
+    }
+    assert!(wal.durable_lsn() < 20, "nothing asked for a flush");
+    drop(host);
+    wal.close().unwrap();
+}

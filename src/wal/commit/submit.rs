@@ -21,7 +21,10 @@ impl<Q: Queue> WalWork<Q> {
                 return n;
             }
             if self.ready.is_empty() {
-                if self.one_at_a_time && !self.batches.is_empty() {
+                // On its way: being written or flushed. A batch written
+                // and waiting for no flush (no `sync` append in it) holds
+                // nothing up: it may never be flushed on its own.
+                if self.one_at_a_time && self.in_flight() {
                     return n;
                 }
                 self.seal_open();
