@@ -254,6 +254,11 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         &self.inner.regions
     }
 
+    /// Bytes the memstores hold (INFO's `used_memory`).
+    pub fn memory_used(&self) -> u64 {
+        self.inner.memory.total()
+    }
+
     /// The WAL, for its figures.
     pub fn wal(&self) -> &Wal {
         &self.inner.wal

@@ -10,6 +10,9 @@ use super::shard::pubsub::Kind;
 use super::table::{position, Spec, COMMANDS};
 use crate::config::Durability;
 
+/// Redis's refusal of a command that may grow the data past `maxmemory`.
+pub(super) const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
 pub(super) fn show(arg: &[u8]) -> String {
     let s = String::from_utf8_lossy(&arg[..arg.len().min(128)]);
     s.replace(['\r', '\n'], " ")
@@ -67,12 +70,37 @@ impl<'a> Conn<'a> {
                 return (spec.name, Outcome::Reply(self.reject(r)));
             }
         }
+        if self.over_maxmemory() && self.takes_memory(spec) {
+            return (
+                spec.name,
+                Outcome::Reply(self.reject(Reply::Error(OOM.into()))),
+            );
+        }
         if self.in_multi() {
             if let Some(r) = self.queue(spec, &args) {
                 return (spec.name, Outcome::Reply(r));
             }
         }
         (spec.name, self.run(spec, args))
+    }
+
+    /// Whether `spec`, now, is refused over `maxmemory`, as Redis decides:
+    /// a command that may grow the data (`denyoom`), an EXEC of one, and
+    /// in a transaction anything queued (a queue grows without end).
+    fn takes_memory(&self, spec: &Spec) -> bool {
+        match spec.name {
+            "exec" => self.queued_flag("denyoom"),
+            "discard" | "quit" | "reset" => false,
+            _ => self.in_multi() || spec.flags.contains(&"denyoom"),
+        }
+    }
+
+    /// True while the memstores hold more than `maxmemory` (INFO's
+    /// `used_memory`; nothing is evicted, commands that would add are
+    /// refused).
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.shared.settings.maxmemory();
+        max > 0 && self.shared.engine.memory_used() > max
     }
 
     /// Runs a command whose arity is checked (through [`Conn::run`], which

@@ -187,6 +187,9 @@ pub struct Conn<'a> {
     /// Whether the running command is a script's `redis.call` (MONITOR
     /// shows it as `lua`).
     pub scripting: bool,
+    /// The script that just ran ended with an error its call already
+    /// counted (INFO errorstats): its reply counts as a failed call only.
+    pub error_counted: bool,
     /// The transaction being queued (MULTI).
     pub tx: Option<Tx>,
     /// The keys it watches.
@@ -222,6 +225,7 @@ impl<'a> Conn<'a> {
             user_generation: shared.acl.generation(),
             user_open: false,
             scripting: false,
+            error_counted: false,
             tx: None,
             watching: Vec::new(),
             token: 0,
@@ -408,14 +412,23 @@ impl<'a> Conn<'a> {
         // A command queued by MULTI counts when EXEC runs it.
         match &outcome {
             Outcome::Reply(Reply::Status("QUEUED")) => {}
-            Outcome::Reply(r) | Outcome::Close(r) => {
-                self.shared
-                    .metrics
-                    .command(name, started.elapsed(), r.error_message())
-            }
+            Outcome::Reply(r) | Outcome::Close(r) => self.count(name, started, r),
             _ => {}
         }
         outcome
+    }
+
+    /// Counts a command that answered `r`: an error a script's call
+    /// already counted counts as the command's failed call only.
+    pub fn count(&mut self, name: &str, started: Instant, r: &Reply) {
+        let counted = std::mem::take(&mut self.error_counted);
+        match r.error_message() {
+            Some(_) if counted => self
+                .shared
+                .metrics
+                .command_failed_counted(name, started.elapsed()),
+            e => self.shared.metrics.command(name, started.elapsed(), e),
+        }
     }
 
     /// The time since the client's last command, for CLIENT LIST.

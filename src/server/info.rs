@@ -512,10 +512,11 @@ fn commandstats(w: &mut Section, s: &ServerMetrics) {
         w.kv(
             &format!("cmdstat_{}", c.name),
             format_args!(
-                "calls={},usec={},usec_per_call={:.2},rejected_calls=0,failed_calls={}",
+                "calls={},usec={},usec_per_call={:.2},rejected_calls={},failed_calls={}",
                 c.calls,
                 c.usec,
                 c.usec_per_call(),
+                c.rejected,
                 c.errors
             ),
         );

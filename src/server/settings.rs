@@ -83,6 +83,8 @@ pub struct Settings {
     durability: AtomicU8,
     /// Active expiry cycles a second (`hz`).
     hz: AtomicU64,
+    /// `maxmemory`, bytes (0: no limit).
+    maxmemory: AtomicU64,
     /// `notify-keyspace-events`, as flags.
     notify: AtomicU32,
     /// Whether `min-replicas-to-write` asks for replicas (and
@@ -108,6 +110,26 @@ fn appendfsync(d: Durability) -> &'static str {
         Durability::Write | Durability::Async => "everysec",
         Durability::None => "no",
     }
+}
+
+/// A memory value as Redis reads one: a number of bytes, or with a unit
+/// `k`, `m`, `g` (powers of 1000) or `kb`, `mb`, `gb` (of 1024), in any
+/// case.
+fn memory_value(v: &str) -> Option<u64> {
+    let v = v.to_ascii_lowercase();
+    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let n: u64 = v[..digits].parse().ok()?;
+    let unit: u64 = match &v[digits..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(unit)
 }
 
 fn invalid(name: &str, why: &str) -> String {
@@ -144,6 +166,7 @@ impl Settings {
         Settings {
             durability: AtomicU8::new(level_code(o.durability)),
             hz: AtomicU64::new(10),
+            maxmemory: AtomicU64::new(0),
             notify: AtomicU32::new(0),
             replicas_short: AtomicBool::new(false),
             inert: Mutex::new(
@@ -164,7 +187,6 @@ impl Settings {
                     "protected-mode",
                     if o.password.is_some() { "no" } else { "yes" }.into(),
                 ),
-                ("maxmemory", "0".into()),
                 ("timeout", "0".into()),
                 ("io-threads", "1".into()),
                 ("daemonize", "no".into()),
@@ -185,6 +207,11 @@ impl Settings {
     /// Active expiry cycles a second.
     pub fn hz(&self) -> u64 {
         self.hz.load(Ordering::Relaxed)
+    }
+
+    /// `maxmemory` in bytes; 0 for no limit.
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Relaxed)
     }
 
     /// The classes of keyspace notifications enabled
@@ -219,6 +246,7 @@ impl Settings {
             .collect();
         all.push(("appendfsync".into(), appendfsync(self.durability()).into()));
         all.push(("hz".into(), self.hz().to_string()));
+        all.push(("maxmemory".into(), self.maxmemory().to_string()));
         all.push((
             "notify-keyspace-events".into(),
             notify::format(self.notify_flags()),
@@ -260,6 +288,11 @@ impl Settings {
                         ))
                     }
                 }
+            } else if name == "maxmemory" {
+                match memory_value(&value) {
+                    Some(n) => n.to_string(),
+                    None => return Err(invalid(&name, "argument must be a memory value")),
+                }
             } else if name == "notify-keyspace-events" {
                 match notify::parse(value.as_bytes()) {
                     Some(f) => f.to_string(),
@@ -296,6 +329,9 @@ impl Settings {
                 }
                 "hz" => self
                     .hz
+                    .store(value.parse().expect("checked"), Ordering::Relaxed),
+                "maxmemory" => self
+                    .maxmemory
                     .store(value.parse().expect("checked"), Ordering::Relaxed),
                 "notify-keyspace-events" => self
                     .notify

@@ -17,6 +17,7 @@ mod geo;
 mod held;
 mod introspection;
 mod kill9;
+mod maxmemory;
 mod metrics;
 mod monitor;
 mod notifications;

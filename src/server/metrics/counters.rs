@@ -193,6 +193,9 @@ pub(super) struct CommandCounters {
     pub(super) name: &'static str,
     pub(super) calls: AtomicU64,
     pub(super) errors: AtomicU64,
+    /// Calls refused before they ran (in scripts: over `maxmemory`,
+    /// writes from read-only scripts, ACL, ...).
+    pub(super) rejected: AtomicU64,
     pub(super) ns: AtomicU64,
     pub(super) latency: Histogram,
 }
@@ -204,6 +207,8 @@ pub struct CommandSummary {
     pub calls: u64,
     /// Calls that answered with an error.
     pub errors: u64,
+    /// Calls refused before they ran.
+    pub rejected: u64,
     /// Time spent in the command, summed over calls, in microseconds.
     pub usec: u64,
     /// Latency quantiles in microseconds (within about 6%).
@@ -282,6 +287,8 @@ pub struct ServerMetrics {
     index: HashMap<&'static str, usize>,
     /// Error replies by code (INFO errorstats).
     error_codes: ErrorCodes,
+    /// Error replies, each counted once (`total_error_replies`).
+    error_replies: AtomicU64,
     sampler: Mutex<Sampler>,
 }
 
@@ -320,6 +327,7 @@ impl ServerMetrics {
                 name,
                 calls: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
+                rejected: AtomicU64::new(0),
                 ns: AtomicU64::new(0),
                 latency: Histogram::new(),
             })
@@ -351,6 +359,7 @@ impl ServerMetrics {
             commands,
             index,
             error_codes: ErrorCodes::default(),
+            error_replies: AtomicU64::new(0),
             sampler: Mutex::new(Sampler::default()),
         }
     }
@@ -473,9 +482,36 @@ impl ServerMetrics {
         c.latency.record(ns);
         if let Some(msg) = error {
             c.errors.fetch_add(1, Relaxed);
-            self.error_codes.count(msg);
+            self.error_reply(msg);
         }
         self.total_commands.fetch_add(1, Relaxed);
+    }
+
+    /// A command that failed with an error already counted where it arose
+    /// (a script's that a `redis.call` of it raised): a failed call, not
+    /// another error reply.
+    pub fn command_failed_counted(&self, name: &str, latency: Duration) {
+        let c = &self.commands[self.slot(name)];
+        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        c.calls.fetch_add(1, Relaxed);
+        c.ns.fetch_add(ns, Relaxed);
+        c.latency.record(ns);
+        c.errors.fetch_add(1, Relaxed);
+        self.total_commands.fetch_add(1, Relaxed);
+    }
+
+    /// A call of `name` refused before it ran, with error `msg`.
+    pub fn call_rejected(&self, name: &str, msg: &str) {
+        self.commands[self.slot(name)]
+            .rejected
+            .fetch_add(1, Relaxed);
+        self.error_reply(msg);
+    }
+
+    /// One more error reply, by its code.
+    pub fn error_reply(&self, msg: &str) {
+        self.error_replies.fetch_add(1, Relaxed);
+        self.error_codes.count(msg);
     }
 
     fn slot(&self, name: &str) -> usize {
@@ -542,9 +578,11 @@ impl ServerMetrics {
     pub fn reset_expired(&self) {
         self.expired_keys.store(0, Relaxed);
         self.error_codes.reset();
+        self.error_replies.store(0, Relaxed);
         for c in self.commands.iter() {
             c.calls.store(0, Relaxed);
             c.errors.store(0, Relaxed);
+            c.rejected.store(0, Relaxed);
             c.ns.store(0, Relaxed);
             c.latency.reset();
         }
@@ -595,22 +633,24 @@ impl ServerMetrics {
         self.error_codes.snapshot()
     }
 
-    /// Commands that answered with an error, all commands together.
+    /// Error replies, all commands together (an error a script's call
+    /// raised counts once, not again as the script's reply).
     pub fn total_errors(&self) -> u64 {
-        self.commands.iter().map(|c| c.errors.load(Relaxed)).sum()
+        self.error_replies.load(Relaxed)
     }
 
-    /// Every command called at least once, by name.
+    /// Every command called or refused at least once, by name.
     pub fn commands(&self) -> Vec<CommandSummary> {
         self.commands
             .iter()
-            .filter(|c| c.calls.load(Relaxed) > 0)
+            .filter(|c| c.calls.load(Relaxed) > 0 || c.rejected.load(Relaxed) > 0)
             .map(|c| {
                 let counts = c.latency.counts();
                 CommandSummary {
                     name: c.name,
                     calls: c.calls.load(Relaxed),
                     errors: c.errors.load(Relaxed),
+                    rejected: c.rejected.load(Relaxed),
                     usec: c.ns.load(Relaxed) / 1000,
                     p50_usec: quantile(&counts, 0.5) / 1e3,
                     p99_usec: quantile(&counts, 0.99) / 1e3,

@@ -51,6 +51,13 @@ impl<'a> Conn<'a> {
         self.tx.is_some()
     }
 
+    /// Whether a command queued in the transaction has `flag`.
+    pub fn queued_flag(&self, flag: &str) -> bool {
+        self.tx
+            .as_ref()
+            .is_some_and(|tx| tx.commands.iter().any(|(s, _)| s.flags.contains(&flag)))
+    }
+
     /// An error found before a command runs: in a transaction, it aborts
     /// the EXEC.
     pub fn reject(&mut self, r: Reply) -> Reply {
@@ -136,9 +143,7 @@ impl<'a> Conn<'a> {
                 // Nothing blocks inside a transaction.
                 Outcome::Block => Reply::NilArray,
             };
-            self.shared
-                .metrics
-                .command(spec.name, started.elapsed(), r.error_message());
+            self.count(spec.name, started, &r);
             replies.push(r);
         }
         self.shard.end_atomic();

@@ -75,6 +75,24 @@ pub fn error_table(lua: &Lua, msg: &str) -> Result<Value> {
     Ok(Value::Table(t))
 }
 
+/// Redis's field of an error table whose error was counted where it
+/// arose (a script's call), so that the script's reply carrying it is not
+/// counted again.
+const COUNTED: &str = "ignore_error_stats_update";
+
+/// An error table of a call's error, already counted.
+pub fn counted_error(lua: &Lua, msg: &str) -> Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", msg)?;
+    t.raw_set(COUNTED, true)?;
+    Ok(Value::Table(t))
+}
+
+/// Whether `v` is an error table whose error was counted.
+pub fn is_counted(v: &Value) -> bool {
+    matches!(v, Value::Table(t) if t.raw_get::<bool>(COUNTED).unwrap_or(false))
+}
+
 fn single(lua: &Lua, key: &str, v: impl mlua::IntoLua) -> Result<Value> {
     let t = lua.create_table()?;
     t.raw_set(key, v)?;

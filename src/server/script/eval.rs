@@ -17,12 +17,15 @@ use std::time::{Duration, Instant};
 
 use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
 
-use super::convert::{argument, error_table, from_lua, to_lua};
+use super::convert::{argument, counted_error, error_table, from_lua, is_counted, to_lua};
+use super::Shebang;
 use super::{message, Vm};
 use crate::server::cmd::integer;
+use crate::server::command::OOM;
 use crate::server::conn::{Conn, Outcome};
 use crate::server::resp::Reply;
 use crate::server::shard::busy::{Running, Verdict};
+use crate::server::table::Spec;
 use crate::server::table::{lookup, position, COMMANDS};
 
 /// What a script is run as.
@@ -36,6 +39,8 @@ pub struct Run<'s> {
     /// (which reads them as globals).
     pub function: bool,
     pub read_only: bool,
+    /// Writes over `maxmemory` (`allow-oom`, or `no-writes`): not checked.
+    pub allow_oom: bool,
 }
 
 fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
@@ -126,13 +131,17 @@ impl<'a> Conn<'a> {
             Some(_) if read_only => {
                 return Reply::err("Can not execute a script with write flag using *_ro command.")
             }
-            Some(_) => {
+            Some(s) => {
                 if let Some(r) = self.replicas_refusal() {
                     return r;
+                }
+                if !s.allow_oom() && self.over_maxmemory() {
+                    return Reply::Error(OOM.into());
                 }
                 false
             }
         };
+        let allow_oom = no_writes || shebang.as_ref().is_some_and(Shebang::allow_oom);
         self.run_script(Run {
             f,
             name: &sha,
@@ -140,6 +149,7 @@ impl<'a> Conn<'a> {
             args: rest,
             function: false,
             read_only: read_only || no_writes,
+            allow_oom,
         })
     }
 
@@ -151,6 +161,13 @@ impl<'a> Conn<'a> {
             .replicas_short()
             .then(|| Reply::Error(NOREPLICAS.into()))
     }
+}
+
+/// What a script may do, for its calls.
+#[derive(Clone, Copy)]
+struct Mode {
+    read_only: bool,
+    allow_oom: bool,
 }
 
 /// Redis's refusal of a write that too few replicas would copy.
@@ -189,6 +206,10 @@ impl Conn<'_> {
         }
         let proto = self.proto;
         let read_only = r.read_only;
+        let mode = Mode {
+            read_only,
+            allow_oom: r.allow_oom,
+        };
         // A script holds its shard. Once it runs past busy-reply-threshold,
         // its hook answers the shard's other clients (`BUSY`; SCRIPT KILL
         // or FUNCTION KILL stop a script that has not written; SHUTDOWN
@@ -263,7 +284,7 @@ impl Conn<'_> {
         let outcome = lua.scope(|scope| {
             let call = scope.create_function(|lua, (n, argv): (usize, Table)| {
                 let mut c = conn.borrow_mut();
-                c.script_call(lua, n, &argv, read_only, resp.get() == 3, &wrote)
+                c.script_call(lua, n, &argv, mode, resp.get() == 3, &wrote)
             })?;
             lib.raw_set("__call", call)?;
             let acl = scope.create_function(|lua, (n, argv): (usize, Table)| {
@@ -291,8 +312,14 @@ impl Conn<'_> {
             self.shard.end_atomic();
         }
         match outcome {
-            Ok((true, v)) => from_lua(&v, proto),
-            Ok((false, e)) => script_error(&e, r.name),
+            Ok((true, v)) => {
+                self.error_counted = is_counted(&v);
+                from_lua(&v, proto)
+            }
+            Ok((false, e)) => {
+                self.error_counted = is_counted(&e);
+                script_error(&e, r.name)
+            }
             Err(e) => Reply::err(format!("Error running script {}, {}", r.name, message(&e))),
         }
     }
@@ -327,47 +354,79 @@ impl Conn<'_> {
         lua: &Lua,
         n: usize,
         argv: &Table,
-        read_only: bool,
+        mode: Mode,
         resp3: bool,
         wrote: &Cell<bool>,
     ) -> mlua::Result<(bool, Value)> {
-        let fail = |msg: &str| Ok((false, error_table(lua, msg)?));
+        // Every error of a call is counted once, here (a refusal as the
+        // command's rejected call), and its table says so: the script's
+        // reply that carries it is not counted again.
+        let fail = |msg: &str| Ok((false, counted_error(lua, msg)?));
+        let shared = self.shared;
+        let refuse = |spec: Option<&Spec>, msg: &str| {
+            match spec {
+                Some(spec) => shared.metrics.call_rejected(spec.name, msg),
+                None => shared.metrics.error_reply(msg),
+            }
+            fail(msg)
+        };
         let args = match script_args(n, argv)? {
             Ok(args) => args,
-            Err(msg) => return fail(msg),
+            Err(msg) => return refuse(None, msg),
         };
         let Some(at) = position(&args[0]) else {
-            return fail("ERR Unknown Redis command called from script");
+            return refuse(None, "ERR Unknown Redis command called from script");
         };
         let spec = &COMMANDS[at];
         let n = args.len() as i32;
         if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
-            return fail("ERR Wrong number of args calling Redis command from script");
+            return refuse(
+                Some(spec),
+                "ERR Wrong number of args calling Redis command from script",
+            );
         }
         // The command table flags what makes no sense in a script
         // (MULTI, WATCH, SUBSCRIBE, EVAL, CLIENT, SHUTDOWN, ...).
         if crate::server::table::noscript(spec, &args) {
-            return fail("ERR This Redis command is not allowed from script");
+            return refuse(
+                Some(spec),
+                "ERR This Redis command is not allowed from script",
+            );
         }
         if matches!(spec.name, "xread" | "xreadgroup")
             && args.iter().any(|a| a.eq_ignore_ascii_case(b"block"))
         {
-            return fail(&format!(
-                "ERR {} command is not allowed with BLOCK option from scripts",
-                spec.name
-            ));
+            return refuse(
+                Some(spec),
+                &format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    spec.name
+                ),
+            );
         }
-        if read_only && spec.flags.contains(&"write") {
-            return fail("ERR Write commands are not allowed from read-only scripts.");
+        if mode.read_only && spec.flags.contains(&"write") {
+            return refuse(
+                Some(spec),
+                "ERR Write commands are not allowed from read-only scripts.",
+            );
         }
         if let Some(Reply::Error(e)) = self.acl_refusal(spec, &args) {
-            return fail(&e);
+            return refuse(Some(spec), &e);
+        }
+        // Over maxmemory, a command that may add data is refused until the
+        // script's first write (it may not stop halfway), as in Redis.
+        if !mode.allow_oom
+            && !wrote.get()
+            && spec.flags.contains(&"denyoom")
+            && self.over_maxmemory()
+        {
+            return refuse(Some(spec), OOM);
         }
         if spec.flags.contains(&"write") {
             // Once a script has written, it may not fail on the server's
             // state: only its first write is checked.
             if !wrote.get() && self.shared.settings.replicas_short() {
-                return fail(NOREPLICAS);
+                return refuse(Some(spec), NOREPLICAS);
             }
             wrote.set(true);
         }

@@ -474,10 +474,14 @@ impl<'a> Conn<'a> {
         if read_only && !no_writes {
             return Reply::err("Can not execute a script with write flag using *_ro command.");
         }
+        let allow_oom = no_writes || flags.iter().any(|f| f == "allow-oom");
         if !no_writes {
             if let Some(r) = self.replicas_refusal() {
                 return r;
             }
+        }
+        if !allow_oom && self.over_maxmemory() {
+            return Reply::Error(crate::server::command::OOM.into());
         }
         self.run_script(Run {
             f,
@@ -486,6 +490,7 @@ impl<'a> Conn<'a> {
             args: rest,
             function: true,
             read_only: read_only || no_writes,
+            allow_oom,
         })
     }
 }

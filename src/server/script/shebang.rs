@@ -3,10 +3,10 @@
 //! flags do; one without it runs as scripts ran before Redis 7 (it may
 //! write, and its writes are checked one by one as they come).
 
-/// The flags a shebang may give, as Redis names them. Only `no-writes`
-/// changes anything in Stria: it has no memory limit (`allow-oom`), no
-/// replication (`allow-stale`), no cluster (`no-cluster`,
-/// `allow-cross-slot-keys`).
+/// The flags a shebang may give, as Redis names them. `no-writes` and
+/// `allow-oom` (writes past `maxmemory`) change what a script may do;
+/// Stria has no replication (`allow-stale`) and no cluster
+/// (`no-cluster`, `allow-cross-slot-keys`).
 const FLAGS: &[&str] = &[
     "no-writes",
     "allow-oom",
@@ -25,6 +25,10 @@ pub struct Shebang {
 impl Shebang {
     pub fn no_writes(&self) -> bool {
         self.flags.iter().any(|f| f == "no-writes")
+    }
+
+    pub fn allow_oom(&self) -> bool {
+        self.flags.iter().any(|f| f == "allow-oom")
     }
 }
 
