@@ -299,6 +299,35 @@ fn bits_lcs_copy_object_and_memory() {
     assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f"]), 26);
     assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "1", "1"]), 6);
     assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "5", "30", "BIT"]), 17);
+    // Both from the end and crossed: nothing, though clamped they would
+    // meet at the first byte; crossed from the start too.
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "-8", "-9"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "-60", "-70", "BIT"]), 0);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "-8", "-7"]), 4);
+    // SETBIT and BITFIELD write only what changes: a new key, a longer
+    // string, or bits that differ (INFO's count of changes says).
+    let changes = |c: &mut redis::Connection| -> u64 {
+        let text: String = q(c, &["INFO", "persistence"]);
+        text.lines()
+            .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+            .expect("the field")
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = changes(&mut c);
+    q::<i64>(&mut c, &["SETBIT", "sb", "0", "0"]);
+    q::<Vec<i64>>(&mut c, &["BITFIELD", "bfd", "SET", "i5", "0", "0"]);
+    assert_eq!(changes(&mut c), before + 2, "new keys");
+    q::<i64>(&mut c, &["SETBIT", "sb", "0", "0"]);
+    q::<Vec<i64>>(&mut c, &["BITFIELD", "bfd", "SET", "i5", "0", "0"]);
+    assert_eq!(changes(&mut c), before + 2, "no change");
+    q::<i64>(&mut c, &["SETBIT", "sb", "0", "1"]);
+    q::<Vec<i64>>(&mut c, &["BITFIELD", "bfd", "SET", "i5", "0", "1"]);
+    q::<i64>(&mut c, &["SETBIT", "sb", "90", "0"]);
+    assert_eq!(changes(&mut c), before + 5, "changed bits, a longer string");
+    assert_eq!(q::<i64>(&mut c, &["GETBIT", "sb", "0"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["STRLEN", "sb"]), 12);
     q::<()>(&mut c, &["SET", "p", "\u{ff}\u{f0}"]);
     q::<()>(&mut c, &["SET", "z", "\0\0\x0f"]);
     assert_eq!(q::<i64>(&mut c, &["BITPOS", "z", "1"]), 20);
@@ -445,7 +474,7 @@ fn bits_lcs_copy_object_and_memory() {
         ["a", "b"]
     );
     let info: String = q(&mut c, &["INFO", "keyspace"]);
-    assert!(info.contains("db0:keys=10,expires=0,avg_ttl=0"), "{info}");
+    assert!(info.contains("db0:keys=12,expires=0,avg_ttl=0"), "{info}");
     q::<()>(&mut c, &["SAVE"]);
     assert_eq!(q::<String>(&mut c, &["RESET"]), "RESET");
 }

@@ -184,6 +184,10 @@ impl<'a> Conn<'a> {
             return Err(Reply::err("BITFIELD_RO only supports the GET subcommand"));
         }
         let (m, mut v) = self.string_bytes(key)?;
+        // Whether the string changes: a new key or a longer string does,
+        // else only a write of bits that differ (no write otherwise, as
+        // in Redis).
+        let mut changed = writes && m.is_none();
         if writes {
             let end = ops
                 .iter()
@@ -193,6 +197,7 @@ impl<'a> Conn<'a> {
                 .unwrap_or(0);
             if v.len() < end {
                 v.resize(end, 0);
+                changed = true;
             }
         }
         let mut out = Vec::with_capacity(ops.len());
@@ -233,11 +238,12 @@ impl<'a> Conn<'a> {
                 None => out.push(Reply::Nil),
                 Some((shown, bits)) => {
                     out.push(Reply::Int(if o.code == Code::Incr { shown } else { old }));
+                    changed |= bits & mask(o.bits) != raw;
                     set_bits(&mut v, o.offset, o.bits, bits & mask(o.bits));
                 }
             }
         }
-        if writes {
+        if changed {
             self.update_string(key, m, v)?;
             self.notify(crate::server::notify::STRING, "setbit", key);
         }

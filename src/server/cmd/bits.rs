@@ -68,11 +68,17 @@ impl<'a> Conn<'a> {
         };
         let (m, mut v) = self.string_bytes(key)?;
         let byte = (offset / 8) as usize;
+        // A new key or a longer string is a change, whatever the bit.
+        let grows = m.is_none() || v.len() <= byte;
         if v.len() <= byte {
             v.resize(byte + 1, 0);
         }
         let mask = 0x80u8 >> (offset % 8);
         let was = v[byte] & mask != 0;
+        if !grows && was == on {
+            // Nothing changes: no write, no event, as in Redis.
+            return Ok(Reply::Int(was as i64));
+        }
         if on {
             v[byte] |= mask;
         } else {
@@ -102,6 +108,9 @@ impl<'a> Conn<'a> {
         };
         let (_, v) = self.string_bytes(key)?;
         let n = match range {
+            // Both from the end and crossed: empty, before clamping makes
+            // them meet at the first byte (as Redis 7.2 checks).
+            Some((s, e, _)) if s < 0 && e < 0 && s > e => 0,
             None => v.iter().map(|b| b.count_ones() as u64).sum(),
             Some((s, e, false)) => match clamp(s, e, v.len() as i64) {
                 Some((a, b)) => v[a as usize..=b as usize]
