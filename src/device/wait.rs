@@ -4,6 +4,7 @@
 //! [`run`] submits one request and sleeps on the queue's [`WaitHint`] until
 //! its completion comes back, so even a tool does not burn a core.
 
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use super::{Completion, Queue, Rejected, Request, WaitHint};
@@ -36,17 +37,24 @@ pub fn wait(hint: WaitHint, limit: Duration) {
                 std::thread::sleep((at - now).min(limit));
             }
         }
-        WaitHint::Fd(fd) => {
-            let mut pfd = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = limit.as_millis().clamp(1, i32::MAX as u128) as i32;
-            // SAFETY: pfd is a valid pollfd for the duration of the call and
-            // nfds is 1; poll only writes revents. An error (EINTR) simply
-            // returns early, which the caller's loop tolerates.
-            unsafe { libc::poll(&mut pfd, 1, ms) };
-        }
+        WaitHint::Fd(fd) => wait_any(&[fd], limit),
     }
+}
+
+/// Sleeps until one of `fds` is readable, or `limit` passes (at least a
+/// millisecond, poll's unit).
+pub fn wait_any(fds: &[RawFd], limit: Duration) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = limit.as_millis().clamp(1, i32::MAX as u128) as i32;
+    // SAFETY: pfds holds pfds.len() valid pollfds for the duration of the
+    // call; poll only writes their revents. An error (EINTR) simply
+    // returns early, which the caller's loop tolerates.
+    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
 }

@@ -14,8 +14,8 @@
 //!   completions itself ([`WalHost::drive`]), after each turn and whenever
 //!   one of the queues' event descriptors, which its poll watches, becomes
 //!   readable; so an acknowledgement completes its tickets on the thread
-//!   that waits for them, and a durable write crosses no thread from socket
-//!   to FLUSH and back;
+//!   that waits for them, and a durable write crosses none of Stria's
+//!   other threads from socket to FLUSH and back;
 //! - one group commit at a time: while a batch is on its way, the open
 //!   batch stays open (unless it grew to its share of the stripe and was
 //!   sealed), so the writes of the turns that run meanwhile go together
@@ -204,9 +204,15 @@ impl<Q: Queue + Send + 'static> Work for Reactor<Q> {
     }
 }
 
+/// The log a thread hosts, and its devices' descriptors.
+struct Hosted {
+    drive: Arc<dyn Drive>,
+    fds: Vec<RawFd>,
+}
+
 thread_local! {
     /// The log this thread hosts, if any.
-    static HOSTED: RefCell<Option<Arc<dyn Drive>>> = const { RefCell::new(None) };
+    static HOSTED: RefCell<Option<Hosted>> = const { RefCell::new(None) };
 }
 
 /// True when the calling thread hosts `drive`.
@@ -214,7 +220,7 @@ pub(crate) fn hosts(drive: &Arc<dyn Drive>) -> bool {
     HOSTED.with(|h| {
         h.borrow()
             .as_ref()
-            .is_some_and(|d| std::ptr::addr_eq(Arc::as_ptr(d), Arc::as_ptr(drive)))
+            .is_some_and(|d| std::ptr::addr_eq(Arc::as_ptr(&d.drive), Arc::as_ptr(drive)))
     })
 }
 
@@ -222,7 +228,11 @@ pub(crate) fn hosts(drive: &Arc<dyn Drive>) -> bool {
 /// devices may have completed something (a millisecond at most). False on
 /// any other thread, which does nothing.
 pub(crate) fn drive_while_waiting() -> bool {
-    let Some(drive) = HOSTED.with(|h| h.borrow().clone()) else {
+    let Some((drive, fds)) = HOSTED.with(|h| {
+        h.borrow()
+            .as_ref()
+            .map(|d| (d.drive.clone(), d.fds.clone()))
+    }) else {
         return false;
     };
     match drive.next_drive() {
@@ -231,9 +241,10 @@ pub(crate) fn drive_while_waiting() -> bool {
             let limit = next.map_or(Duration::from_millis(1), |d| {
                 d.min(Duration::from_millis(1))
             });
-            match drive.event_fds().first() {
-                Some(&fd) => wait::wait(WaitHint::Fd(fd), limit),
-                None => std::thread::sleep(limit),
+            if fds.is_empty() {
+                std::thread::sleep(limit);
+            } else {
+                wait::wait_any(&fds, limit);
             }
         }
     }
@@ -257,7 +268,13 @@ impl WalHost {
         if HOSTED.with(|h| h.borrow().is_some()) || !drive.set_hosted(true) {
             return None;
         }
-        HOSTED.with(|h| *h.borrow_mut() = Some(drive.clone()));
+        let fds = drive.event_fds();
+        HOSTED.with(|h| {
+            *h.borrow_mut() = Some(Hosted {
+                drive: drive.clone(),
+                fds,
+            })
+        });
         Some(WalHost {
             drive,
             sender,
