@@ -50,30 +50,30 @@ impl<'a> Conn<'a> {
                 "wrong number of arguments for '{}' command",
                 spec.name
             ));
-            return (spec.name, Outcome::Reply(self.reject(r)));
+            return (spec.name, Outcome::Reply(self.refuse(spec, r)));
         }
         if !self.authed && !matches!(spec.name, "auth" | "hello" | "quit" | "reset") {
             let r = Reply::Error("NOAUTH Authentication required.".into());
-            return (spec.name, Outcome::Reply(self.reject(r)));
+            return (spec.name, Outcome::Reply(self.refuse(spec, r)));
         }
         if let Some(r) = self.acl_refusal(spec, &args) {
-            return (spec.name, Outcome::Reply(self.reject(r)));
+            return (spec.name, Outcome::Reply(self.refuse(spec, r)));
         }
         if let Some(r) = self.subscribed_refusal(spec.name) {
-            return (spec.name, Outcome::Reply(self.reject(r)));
+            return (spec.name, Outcome::Reply(self.refuse(spec, r)));
         }
         if let Some(r) = self.monitor_refusal(spec) {
-            return (spec.name, Outcome::Reply(self.reject(r)));
+            return (spec.name, Outcome::Reply(self.refuse(spec, r)));
         }
         if spec.flags.contains(&"write") {
             if let Some(r) = self.replicas_refusal() {
-                return (spec.name, Outcome::Reply(self.reject(r)));
+                return (spec.name, Outcome::Reply(self.refuse(spec, r)));
             }
         }
         if self.over_maxmemory() && self.takes_memory(spec) {
             return (
                 spec.name,
-                Outcome::Reply(self.reject(Reply::Error(OOM.into()))),
+                Outcome::Reply(self.refuse(spec, Reply::Error(OOM.into()))),
             );
         }
         if self.in_multi() {

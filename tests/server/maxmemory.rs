@@ -46,6 +46,24 @@ fn over_maxmemory_writes_that_add_are_refused_and_the_rest_goes_on() {
     q::<()>(&mut c, &["MULTI"]);
     assert_eq!(e(&mut c, &["GET", "x"]), OOM);
     assert!(e(&mut c, &["EXEC"]).starts_with("EXECABORT"));
+    // Queued before the limit was passed: an EXEC of only reads runs, an
+    // EXEC holding a write is refused and discards the transaction.
+    let mut other = s.client();
+    q::<()>(&mut other, &["CONFIG", "SET", "maxmemory", "0"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["GET", "x"]);
+    q::<()>(&mut other, &["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["EXEC"]), ["123"]);
+    q::<()>(&mut other, &["CONFIG", "SET", "maxmemory", "0"]);
+    q::<()>(&mut c, &["MULTI"]);
+    q::<()>(&mut c, &["SET", "x", "2"]);
+    q::<()>(&mut other, &["CONFIG", "SET", "maxmemory", "1"]);
+    assert_eq!(
+        e(&mut c, &["EXEC"]),
+        format!("EXECABORT Transaction discarded because of: {OOM}")
+    );
+    assert_eq!(e(&mut c, &["EXEC"]), "ERR EXEC without MULTI");
+    assert_eq!(q::<String>(&mut c, &["GET", "x"]), "123");
 
     // Scripts: one without a shebang is refused at its first call that
     // may add data, and may read.

@@ -58,6 +58,20 @@ impl<'a> Conn<'a> {
             .is_some_and(|tx| tx.commands.iter().any(|(s, _)| s.flags.contains(&flag)))
     }
 
+    /// `spec` refused before it runs, with error `r`: as [`Conn::reject`],
+    /// and a refused EXEC discards its transaction, as Redis does
+    /// (`EXECABORT Transaction discarded because of: ...`).
+    pub fn refuse(&mut self, spec: &Spec, r: Reply) -> Reply {
+        match (&r, spec.name) {
+            (Reply::Error(why), "exec") if self.in_multi() => {
+                let why = format!("EXECABORT Transaction discarded because of: {why}");
+                self.end_multi();
+                Reply::Error(why)
+            }
+            _ => self.reject(r),
+        }
+    }
+
     /// An error found before a command runs: in a transaction, it aborts
     /// the EXEC.
     pub fn reject(&mut self, r: Reply) -> Reply {
