@@ -131,6 +131,39 @@ fn with_one_copy_the_same_damage_is_an_error_naming_the_device() {
     );
 }
 
+/// A latent sector error under one copy of the log: recovery reads the
+/// rest of that device, takes the batches there from the other copy, and
+/// loses nothing. It failed the whole open before: any read error of a
+/// device's scan failed recovery.
+#[test]
+fn an_unreadable_range_of_one_copy_is_read_from_the_other() {
+    let devs = [sim("a"), sim("b")];
+    let o = opts(2, DeviceLoss::Degrade);
+    let (wal, _) = open(&devs, &o).unwrap();
+    puts(&wal, "k", 20).unwrap();
+    wal.close().unwrap();
+    devs[0].add_latent_errors(FIRST_BATCH_LBA, 2);
+    let (wal, rec) = open(&devs, &o).unwrap();
+    assert_eq!(keys(&rec), expected("k", 20));
+    wal.close().unwrap();
+    // With one copy the same range loses the batches there and after:
+    // acknowledged, so an error naming the device and where its log ends.
+    let devs = [sim("a")];
+    let o = opts(1, DeviceLoss::Degrade);
+    let (wal, _) = open(&devs, &o).unwrap();
+    puts(&wal, "k", 20).unwrap();
+    wal.close().unwrap();
+    devs[0].add_latent_errors(FIRST_BATCH_LBA, 1);
+    let err = open(&devs, &o)
+        .err()
+        .expect("a lost durable batch")
+        .to_string();
+    assert!(
+        err.contains("device a") && err.contains("blank block (or one that cannot be read)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_device_lost_while_writing_degrades_and_keeps_every_acknowledged_write() {
     let devs = [sim("a"), sim("b")];

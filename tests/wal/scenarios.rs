@@ -255,11 +255,18 @@ fn missing_durable_batch_is_an_error_naming_the_witness() {
             lsn,
             durable_lsn,
             witness: text,
+            ends,
         }) => {
             assert_eq!((lsn, durable_lsn), (lost_at, lost_at + 2));
             assert!(
                 text.contains("wal1") && text.contains(&witness.offset.to_string()),
                 "{text}"
+            );
+            // Where the missing batch would be, and what is there.
+            assert!(
+                ends.contains(&format!("the log ends after LSN {}", lost_at - 1))
+                    && ends.contains("blank"),
+                "{ends}"
             );
         }
         Err(e) => panic!("expected Missing, got {e}"),

@@ -205,11 +205,14 @@ pub enum RecoveryError {
         lsn: Lsn,
         why: String,
     },
-    #[error("WAL: no device holds LSN {lsn}, but {witness} says every LSN up to {durable_lsn} was durable; start with truncate-corrupt to drop everything from LSN {lsn} on")]
+    #[error("WAL: no device holds LSN {lsn}, but {witness} says every LSN up to {durable_lsn} was durable ({ends}); start with truncate-corrupt to drop everything from LSN {lsn} on")]
     Missing {
         lsn: Lsn,
         durable_lsn: Lsn,
         witness: String,
+        /// Where the log before the gap ends on each device holding it,
+        /// and what is there.
+        ends: String,
     },
     #[error(transparent)]
     Device(#[from] DeviceError),

@@ -151,6 +151,7 @@ pub(super) fn plan(
                 None => {
                     let (device, segment, offset) = place(w, names);
                     RecoveryError::Missing {
+                        ends: ends_before(next_lsn, found, scans, names),
                         lsn: next_lsn,
                         durable_lsn: w.durable_lsn,
                         witness: format!(
@@ -206,6 +207,53 @@ pub(super) fn plan(
 /// device's newest segment stopped, after batches that all end before `lsn`
 /// (or first in a segment started no later than `lsn`). Of several, the one
 /// after the highest LSN.
+/// Where the log ends on each device before `lsn`, after the device's
+/// last batch below it, and what lies there: where the missing batch
+/// would be.
+fn ends_before(lsn: Lsn, found: &[Found], scans: &[DeviceScan], names: &[&str]) -> String {
+    let ends: Vec<String> = (0..scans.len())
+        .map(|dev| {
+            let before = found
+                .iter()
+                .filter(|f| f.dev == dev && f.last_lsn() < lsn)
+                .max_by_key(|f| f.last_lsn());
+            let Some(f) = before else {
+                // The gap is at the start of the log: the oldest segment's.
+                let oldest = scans[dev].segments.iter().min_by_key(|s| s.header.seq);
+                return match oldest {
+                    None => format!("device {} holds no segment", names[dev]),
+                    Some(seg) => match &seg.end {
+                        Some((offset, what)) => format!(
+                            "device {}, segment {} (the oldest): the log ends at byte offset {offset}, where {what} is",
+                            names[dev], seg.index
+                        ),
+                        None => format!(
+                            "device {}, segment {} (the oldest) holds no batch before LSN {lsn}",
+                            names[dev], seg.index
+                        ),
+                    },
+                };
+            };
+            let seg = scans[dev].segments.iter().find(|s| s.index == f.segment);
+            match seg.and_then(|s| s.end.as_ref()) {
+                Some((offset, what)) => format!(
+                    "device {}, segment {}: the log ends after LSN {} at byte offset {offset}, where {what} is",
+                    names[dev],
+                    f.segment,
+                    f.last_lsn()
+                ),
+                None => format!(
+                    "device {}, segment {} ends with LSN {}",
+                    names[dev],
+                    f.segment,
+                    f.last_lsn()
+                ),
+            }
+        })
+        .collect();
+    ends.join("; ")
+}
+
 fn torn_header_at(lsn: Lsn, scans: &[DeviceScan], names: &[&str]) -> Option<PrefixEnd> {
     scans
         .iter()

@@ -56,6 +56,9 @@ pub(super) struct Segment {
     /// Where its scan stopped on a block that has the batch magic but is not
     /// a valid batch (byte offset on the device, why): a torn header.
     pub torn: Option<(u64, String)>,
+    /// Where its scan stopped, and what it found there (blank, garbage, a
+    /// stale batch, a torn header); `None` when it ran to the segment's end.
+    pub end: Option<(u64, String)>,
 }
 
 /// Everything found on one device.
@@ -91,13 +94,14 @@ pub(super) fn scan_device<D: Device>(
         .collect();
     let mut segments = Vec::new();
     let mut foreign = None;
-    let mut bytes_read = read_ranges(&wd.device, &mut queue, &heads, |i, block| {
+    let (mut bytes_read, _) = read_ranges(&wd.device, &wd.name, &mut queue, &heads, |i, block| {
         match check_segment(wd, opts, i as u64, block) {
             Ok(Some(header)) => segments.push(Segment {
                 index: i as u64,
                 header,
                 last_lsn: None,
                 torn: None,
+                end: None,
             }),
             Ok(None) => {}
             Err(e) => foreign = Some(e),
@@ -125,9 +129,10 @@ pub(super) fn scan_device<D: Device>(
             geometry.seg_blocks - 1,
             geometry.block_size,
         );
-        bytes_read += read_ranges(&wd.device, &mut queue, &body, |_, bytes| {
+        bytes_read += read_ranges(&wd.device, &wd.name, &mut queue, &body, |_, bytes| {
             scanner.feed(bytes)
-        })?;
+        })?
+        .0;
     }
     Ok(DeviceScan {
         geometry,
@@ -198,21 +203,38 @@ impl Scanner<'_> {
             let offset = self.geometry.device_offset(self.seg.index, seg_offset);
             let header = match decode_batch_header(&rest[..bs], max_batch) {
                 Ok(h) => h,
-                Err(FormatError::NotABatch) => return false,
+                Err(FormatError::NotABatch) => {
+                    let what = if rest[..bs].iter().all(|&b| b == 0) {
+                        "a blank block (or one that cannot be read)"
+                    } else {
+                        "a block that is not a batch"
+                    };
+                    self.seg.end = Some((offset, what.to_string()));
+                    return false;
+                }
                 Err(e) => {
                     self.seg.torn = Some((offset, e.to_string()));
+                    self.seg.end = Some((offset, format!("a damaged batch header ({e})")));
                     return false;
                 }
             };
             if header.segment_seq != self.seg.header.seq {
-                return false; // stale: left over from the segment's previous use
+                // Stale: left over from the segment's previous use, or
+                // written here by mistake.
+                self.seg.end = Some((
+                    offset,
+                    format!(
+                        "a batch of segment use {}, not {} (stale or misdirected)",
+                        header.segment_seq, self.seg.header.seq
+                    ),
+                ));
+                return false;
             }
             let len = header.padded_len(self.geometry.block_size);
             if seg_offset + len as u64 > self.geometry.segment_bytes() {
-                self.seg.torn = Some((
-                    offset,
-                    format!("a {len}-byte batch would run past the end of the segment"),
-                ));
+                let why = format!("a {len}-byte batch would run past the end of the segment");
+                self.seg.torn = Some((offset, why.clone()));
+                self.seg.end = Some((offset, why));
                 return false;
             }
             if rest.len() < len {
