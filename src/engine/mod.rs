@@ -203,7 +203,8 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     /// While the WAL is replayed at open, the LSN of the record about to be
     /// replayed (no replay point may pass it); `u64::MAX` after.
     replaying: AtomicU64,
-    /// The highest LSN acknowledged: the version of a `none` write.
+    /// The highest LSN acknowledged: the version of a `none` write, taken
+    /// when it is admitted.
     high_lsn: AtomicU64,
     next_memstore: AtomicU64,
     next_file: AtomicU64,

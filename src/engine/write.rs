@@ -20,6 +20,12 @@ struct Admitted {
     record: Record,
     kind: EntryKind,
     bytes: u64,
+    /// A `none` write's version: the highest LSN acknowledged when it was
+    /// admitted, below the LSN of every write admitted after it (which the
+    /// WAL numbers later). Taken when it was inserted instead, a write
+    /// whose insert came after a later write's acknowledgement took that
+    /// write's LSN, and replaced it.
+    unlogged: u64,
 }
 
 /// Writes admitted to one memstore in one turn under its region's lock
@@ -178,7 +184,10 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
                         break;
                     }
                     let a = g.writes.next().expect("a write per ticket");
-                    match self.inner.acknowledged(&g.ms, t, a.bytes, self.level) {
+                    match self
+                        .inner
+                        .acknowledged(&g.ms, t, a.bytes, self.level, a.unlogged)
+                    {
                         Ok(version) => {
                             high = high.max(version);
                             run.push((a.record, version, a.kind));
@@ -530,6 +539,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                             record,
                             kind,
                             bytes: sizes[next],
+                            unlogged: self.high_lsn.load(Ordering::SeqCst),
                         });
                         next += 1;
                     }
@@ -655,6 +665,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                                 EntryKind::Delete
                             },
                             bytes: sizes[i],
+                            // Logged: a group is never at `none`.
+                            unlogged: 0,
                         });
                     }
                     for ((j, (ts, adm)), ms) in per.into_iter().enumerate().zip(mss) {
@@ -699,9 +711,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         ticket: &Ticket,
         bytes: u64,
         level: Durability,
+        unlogged: u64,
     ) -> Result<u64> {
         let version = if level == Durability::None {
-            self.high_lsn.load(Ordering::SeqCst)
+            unlogged
         } else {
             match ticket.wait() {
                 Ok(lsn) => lsn,

@@ -95,8 +95,8 @@ const TRIM_AT: usize = 64;
 /// One region's memstore.
 ///
 /// A version is the LSN of the write; a write at `none` durability, which
-/// has no LSN, takes the highest LSN acknowledged so far, and a later
-/// insert with the same version replaces an earlier one.
+/// has no LSN, takes the highest LSN acknowledged when it was admitted,
+/// and a later insert with the same version replaces an earlier one.
 pub struct Memstore {
     id: u64,
     /// A B-tree behind a reader-writer lock. Each insert holds the write
