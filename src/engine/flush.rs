@@ -420,7 +420,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         }
         let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, key_bytes, value_bytes);
         let (dev, offset) = self.allocate(bound)?;
-        let written = self.write_file(queues, dev, offset, bound, |builder, w| {
+        let id = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let written = self.write_file(queues, id, dev, offset, bound, |builder, w| {
             ms.for_each_newest_between(above, upto, |k, lsn, kind, v| {
                 builder
                     .add(k, lsn, kind, v)
@@ -449,7 +450,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             }
         }
         let mark = self.flush_mark(r, lsn);
-        let file = self.file_record(r, dev, offset, &meta, mark);
+        let file = self.file_record(id, r, dev, offset, &meta, mark);
         self.shrink(dev, offset, bound, meta.file_bytes);
         let opened = TableHandle::open(self.store.clone(), file.clone());
         let failed = self.failure();
@@ -536,7 +537,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .clone()
             .map(|f| f());
         let mut filtered = 0u64;
-        let written = self.write_file(queues, dev, offset, bound, |builder, w| {
+        let id = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let written = self.write_file(queues, id, dev, offset, bound, |builder, w| {
             let mut merge = Merge::new(sources)?;
             while let Some(e) = merge.next()? {
                 let keep = filter.as_mut().is_none_or(|f| f.keep(&e));
@@ -572,7 +574,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             self.unallocate(dev, offset, bound);
             (Vec::new(), None)
         } else {
-            let file = self.file_record(r, dev, offset, &meta, max_lsn);
+            let file = self.file_record(id, r, dev, offset, &meta, max_lsn);
             self.shrink(dev, offset, bound, meta.file_bytes);
             let handle = Arc::new(TableHandle::open(self.store.clone(), file.clone())?);
             (vec![file], Some(handle))
@@ -604,6 +606,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
 
     fn file_record(
         &self,
+        id: u64,
         r: u32,
         dev: u32,
         offset: u64,
@@ -611,7 +614,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         max_lsn: u64,
     ) -> FileRecord {
         FileRecord {
-            id: self.next_file.fetch_add(1, Ordering::SeqCst),
+            id,
             region: r,
             device: dev,
             offset,
@@ -720,16 +723,19 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     fn write_file(
         &self,
         queues: &mut [D::Queue],
+        id: u64,
         dev: u32,
         offset: u64,
         room: u64,
         fill: impl FnOnce(&mut TableBuilder, &mut FileWriter<'_, D>) -> Result<()>,
     ) -> Result<Option<TableMeta>> {
         let device = &self.store.devices[dev as usize];
-        // Each block's checksum names where it lies, so a block read back
-        // from anywhere else (a misdirected write, a stale copy) fails it.
-        let mut builder =
-            TableBuilder::new(self.opts.table.clone()).at(crate::table::Place::at(dev, offset));
+        // Each block's checksum names where it lies and which file it is,
+        // so a block read back from anywhere else (a misdirected write) or
+        // left there by an earlier file (a stale block under a lost write)
+        // fails it.
+        let mut builder = TableBuilder::new(self.opts.table.clone())
+            .at(crate::table::Place::file(dev, offset, id));
         let mut w = FileWriter {
             device,
             queue: &mut queues[dev as usize],

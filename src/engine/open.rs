@@ -254,6 +254,13 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 }
             };
         drop(queues);
+        // File ids are never given twice, not even to a file written after
+        // a crash in place of one the manifest never recorded: a block of
+        // that one left under a lost write would pass a check bound to the
+        // same id and place. Each run takes ids above 2^32 times the
+        // manifest generation its open wrote, above every id of every run
+        // before it.
+        let first_file_id = state.next_file_id.max(manifest.generation() << 32).max(1);
         if state.split_keys != opts.split_keys {
             return Err(EngineError::Layout(format!(
                 "the devices hold {} regions split at {:?}, but the map asks for {} regions split at {:?}; keep the map's regions as they were when the devices were first used",
@@ -329,7 +336,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             manifest_devices,
             high_lsn: AtomicU64::new(recovered.next_lsn.saturating_sub(1)),
             next_memstore,
-            next_file: AtomicU64::new(state.next_file_id.max(1)),
+            next_file: AtomicU64::new(first_file_id),
             replaying: AtomicU64::new(replay_from),
             started: Instant::now(),
             relieved_at: AtomicU64::new(0),

@@ -203,6 +203,6 @@ impl<D: Device<Queue: Send>> BlockSource for FileSource<D> {
     }
 
     fn place(&self) -> crate::table::Place {
-        crate::table::Place::at(self.device, self.offset)
+        crate::table::Place::file(self.device, self.offset, self.file)
     }
 }

@@ -21,25 +21,48 @@ pub(crate) fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-/// Where a block file lies on its device, which the checksum of each of its
-/// blocks covers (format 2): a block read back from anywhere else, a
-/// misdirected write or a stale copy, fails its check even though its bytes
-/// are intact. Format 1 files have plain checksums (`Place::UNBOUND`).
+/// Where a block file lies on its device, and which file it is, which the
+/// checksum of each of its blocks covers: a block read back from anywhere
+/// else (a misdirected write) or left at this place by an earlier file (a
+/// stale block under a lost write) fails its check even though its bytes
+/// are intact. Format 3 binds the place and the file's id (never reused,
+/// not even after a crash), format 2 the place alone; format 1 files have
+/// plain checksums (`Place::UNBOUND`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Place {
     /// Data device index and byte offset of the file's start, if bound.
     at: Option<(u32, u64)>,
+    /// The file's id, if bound (format 3).
+    file: Option<u64>,
 }
 
 impl Place {
     /// Plain checksums, as format 1 wrote them.
-    pub const UNBOUND: Place = Place { at: None };
+    pub const UNBOUND: Place = Place {
+        at: None,
+        file: None,
+    };
 
-    /// A file starting at byte `start` of data device `device`.
+    /// A file starting at byte `start` of data device `device`, bound to
+    /// its place alone (as format 2 wrote them).
     pub fn at(device: u32, start: u64) -> Place {
         Place {
             at: Some((device, start)),
+            file: None,
         }
+    }
+
+    /// File `id`, starting at byte `start` of data device `device`.
+    pub fn file(device: u32, start: u64, id: u64) -> Place {
+        Place {
+            at: Some((device, start)),
+            file: Some(id),
+        }
+    }
+
+    /// The same place, without the file's id: how format 2 bound it.
+    pub fn unfiled(self) -> Place {
+        Place { file: None, ..self }
     }
 
     /// The CRC32C seed of the block at file offset `offset`: the checksum
@@ -48,10 +71,16 @@ impl Place {
         let Some((device, start)) = self.at else {
             return 0;
         };
-        let mut id = [0u8; 12];
+        let mut id = [0u8; 20];
         id[..4].copy_from_slice(&device.to_le_bytes());
-        id[4..].copy_from_slice(&(start + offset).to_le_bytes());
-        crc32c::crc32c(&id)
+        id[4..12].copy_from_slice(&(start + offset).to_le_bytes());
+        match self.file {
+            Some(file) => {
+                id[12..].copy_from_slice(&file.to_le_bytes());
+                crc32c::crc32c(&id)
+            }
+            None => crc32c::crc32c(&id[..12]),
+        }
     }
 
     /// Replaces the plain checksum sealed at the end of `block` (at file

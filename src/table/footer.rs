@@ -5,10 +5,11 @@ use super::{Result, TableError};
 
 /// Identifies a Stria block file.
 pub const MAGIC: [u8; 8] = *b"STRIA\0BF";
-/// The block file format version this build writes. Version 2 binds each
-/// block's checksum to the file's place ([`Place`](super::Place)); version 1
-/// files (plain checksums) are still read.
-pub const FORMAT_VERSION: u32 = 2;
+/// The block file format version this build writes. Version 3 binds each
+/// block's checksum to the file's place and id ([`Place`](super::Place)),
+/// version 2 to its place alone; version 2 and 1 files (plain checksums)
+/// are still read.
+pub const FORMAT_VERSION: u32 = 3;
 /// Bytes of the footer, at the very end of the file.
 pub const FOOTER_BYTES: usize = 64;
 

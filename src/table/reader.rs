@@ -110,10 +110,10 @@ impl Table {
         }
         let tail = src.read_at(file_bytes - FOOTER_BYTES as u64, FOOTER_BYTES)?;
         let f = Footer::decode(&tail, file_bytes)?;
-        let place = if f.version >= 2 {
-            src.place()
-        } else {
-            Place::UNBOUND
+        let place = match f.version {
+            3.. => src.place(),
+            2 => src.place().unfiled(),
+            _ => Place::UNBOUND,
         };
         let (index_len, bloom_len) = (f.index_len as usize, f.bloom_len as usize);
         let total = index_len + bloom_len + f.meta_len as usize;

@@ -372,6 +372,12 @@ impl<D: Device> Manifest<D> {
         Ok(())
     }
 
+    /// The current generation: each open writes a new one before anything
+    /// else, so it tells this run from every run before it.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The current state.
     pub fn state(&self) -> &ManifestState {
         &self.state
