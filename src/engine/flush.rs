@@ -449,6 +449,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 return Err(e);
             }
         }
+        // A memstore's file written, not yet recorded.
+        fail::fail_point!("flush-before-manifest");
         let mark = self.flush_mark(r, lsn);
         let file = self.file_record(id, r, dev, offset, &meta, mark);
         self.shrink(dev, offset, bound, meta.file_bytes);
@@ -541,6 +543,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let written = self.write_file(queues, id, dev, offset, bound, |builder, w| {
             let mut merge = Merge::new(sources)?;
             while let Some(e) = merge.next()? {
+                // Inside a compaction, its file half written.
+                fail::fail_point!("compaction-half-way");
                 let keep = filter.as_mut().is_none_or(|f| f.keep(&e));
                 if e.kind == EntryKind::Delete {
                     continue;

@@ -35,6 +35,8 @@ mod run;
 mod script;
 mod settings;
 mod shard;
+#[cfg(test)]
+mod simulator;
 mod subcommands;
 mod sweep;
 mod table;

@@ -435,6 +435,10 @@ impl<D: Device> Manifest<D> {
         let mut first_err: Option<DeviceError> = None;
         let mut pending = Vec::with_capacity(queues.len());
         for (i, (d, q)) in self.devices.iter().zip(queues.iter_mut()).enumerate() {
+            if i == 1 {
+                // Between the two copies of a record.
+                fail::fail_point!("manifest-between-copies");
+            }
             let info = d.info();
             let mut buf = d.alloc_buf(data.len());
             buf.copy_from_slice(data);
