@@ -394,13 +394,7 @@ impl Sim {
                 if !powered(devs) {
                     // A fail point cut the power: the process died there,
                     // and this reply was never sent.
-                    if !c.effect.is_empty() || !effect.is_empty() {
-                        ran.push(Ran {
-                            effect: effect.clone(),
-                            level,
-                            acked: false,
-                        });
-                    }
+                    note(&mut ran, &effect, level);
                     stopped = true;
                     break;
                 }
@@ -414,15 +408,7 @@ impl Sim {
                     );
                 }
                 if got == model::sort(c.want.clone(), c.sorted) {
-                    let index =
-                        (level != Durability::None && !c.effect.is_empty()).then_some(ran.len());
-                    if index.is_some() {
-                        ran.push(Ran {
-                            effect: c.effect.clone(),
-                            level,
-                            acked: false,
-                        });
-                    }
+                    let index = note(&mut ran, &c.effect, level);
                     waiting.push(Held {
                         index,
                         deps,
@@ -454,13 +440,7 @@ impl Sim {
                         if is_read(&c.args[0]) {
                             continue;
                         }
-                        if !c.effect.is_empty() || !effect.is_empty() {
-                            ran.push(Ran {
-                                effect: effect.clone(),
-                                level,
-                                acked: false,
-                            });
-                        }
+                        note(&mut ran, &effect, level);
                         stopped = true;
                         break;
                     }
@@ -468,15 +448,7 @@ impl Sim {
                 // Not the model's reply: a wrong value, unless a write
                 // before it fails (its keys then read as they were, which
                 // the model does not know yet). Judged when it is sent.
-                let index =
-                    (level != Durability::None && !c.effect.is_empty()).then_some(ran.len());
-                if index.is_some() {
-                    ran.push(Ran {
-                        effect: c.effect.clone(),
-                        level,
-                        acked: false,
-                    });
-                }
+                let index = note(&mut ran, &c.effect, level);
                 let wrong = format!(
                     "{:?} replied {got:?}, not {:?}",
                     c.args.iter().map(|a| short(a)).collect::<Vec<_>>(),
@@ -668,6 +640,21 @@ impl Sim {
         }
         Ok(self.tally)
     }
+}
+
+/// Notes a command that ran at a logged level and wrote: its index in
+/// `ran`, its reply not sent yet (or never: then it may or may not have
+/// been applied).
+fn note(ran: &mut Vec<Ran>, effect: &[(String, Option<Val>)], level: Durability) -> Option<usize> {
+    if level == Durability::None || effect.is_empty() {
+        return None;
+    }
+    ran.push(Ran {
+        effect: effect.to_vec(),
+        level,
+        acked: false,
+    });
+    Some(ran.len() - 1)
 }
 
 fn is_read(cmd: &str) -> bool {
