@@ -23,11 +23,16 @@ pub fn any_engine() -> Engine<AnyDevice> {
 
 /// An engine of [`options`] on `devices`, as the server's devices.
 pub fn open_any(devices: &EngineDevices<SimDevice>) -> Engine<AnyDevice> {
+    open_any_with(devices, options())
+}
+
+/// As [`open_any`], with `opts`.
+pub fn open_any_with(devices: &EngineDevices<SimDevice>, opts: EngineOptions) -> Engine<AnyDevice> {
     let any = EngineDevices {
         wal: devices.wal.iter().cloned().map(AnyDevice::from).collect(),
         data: devices.data.iter().cloned().map(AnyDevice::from).collect(),
     };
-    Engine::open(any, options()).expect("open").0
+    Engine::open(any, opts).expect("open").0
 }
 
 /// Zero-latency devices with a volatile write cache, faults seeded by `seed`.
