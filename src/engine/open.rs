@@ -379,6 +379,18 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             replayed += 1;
         }
         engine.inner.replaying.store(u64::MAX, Ordering::SeqCst);
+        // Batches of the log found on one device alone, with copies asked
+        // for: flushed to block files now, before anything relies on them,
+        // so the replay point moves past them. Left in the log, a fault of
+        // the device that holds them would lose them though later batches
+        // (on both devices) say they were durable.
+        let single_copy = recovered.report.single_copy_batches;
+        if engine.inner.opts.wal.copies > 1 && single_copy > 0 {
+            tracing::warn!(
+                "{single_copy} WAL batches were found on one device alone: flushing the memstores before serving"
+            );
+            engine.flush_all()?;
+        }
         // After the replay, which has the devices until then; a failure
         // here drops the engine, which stops the flush reactors.
         engine.scrubber = scrubber::spawn(&engine.inner, engine.inner.opts.scrub)

@@ -63,3 +63,44 @@ fn with_one_copy_a_lost_wal_device_fails_writes_with_its_name() {
     let err = err.expect("writes fail once a device of the only copy is gone");
     assert!(err.contains("wal0"), "{err}");
 }
+
+/// Batches that reach the next start on one device alone (written while
+/// the other was lost, or torn on it by a power cut) are flushed to block
+/// files by that start, so a later fault of the device holding them
+/// loses nothing. Left in the log, the only copy went with the device,
+/// though later batches, on both devices, said they were durable.
+#[test]
+fn batches_found_on_one_device_alone_are_flushed_at_the_start() {
+    let devs = Devices::new(2, 1, 64, &model(8));
+    let mut opts = options();
+    opts.wal.copies = 2;
+    let (e, _) = open(&devs, &opts);
+    for i in 0..100 {
+        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
+            .unwrap();
+    }
+    // wal1 goes; what follows has its one copy on wal0.
+    devs.wal[1].vanish();
+    for i in 100..200 {
+        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
+            .unwrap();
+    }
+    devs.cut_power();
+    drop(e);
+    let mut devs = devs.reboot(11);
+    devs.wal[1] = SimDevice::new("wal1", 4096, 4096, 64, model(12));
+    let (e, report) = open(&devs, &opts);
+    assert!(report.wal.contains("found on one device alone"), "{report}");
+    e.put(b"after", b"1", Some(Durability::Sync)).unwrap();
+    devs.cut_power();
+    drop(e);
+    // Now wal0, which alone held the batches before the start, goes.
+    let mut devs = devs.reboot(13);
+    devs.wal[0] = SimDevice::new("wal0", 4096, 4096, 64, model(14));
+    let (e, _) = open(&devs, &opts);
+    for i in 0..200 {
+        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
+    }
+    assert_eq!(e.get(b"after").unwrap(), Some(b"1".to_vec()));
+    e.close().unwrap();
+}

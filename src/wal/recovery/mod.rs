@@ -157,6 +157,10 @@ pub struct RecoveryReport {
     /// Damaged copies of batches of the prefix, rewritten from a good copy
     /// on another device (`wal.copies`).
     pub repaired_batches: u64,
+    /// Batches of the prefix found on one device alone while the log has
+    /// several (a power cut between the copies' writes, a copy damaged):
+    /// a log kept at several copies should not go on relying on them.
+    pub single_copy_batches: u64,
     /// Devices that could not be read, and why: the log came from the
     /// copies on the others.
     pub lost_devices: Vec<(String, String)>,
@@ -276,6 +280,20 @@ pub fn recover<D: Device>(
         dropped_records: plan.dropped_records,
         zeroed_batches: plan.beyond.len() as u64,
         repaired_batches: repaired,
+        single_copy_batches: if devices.len() > 1 {
+            plan.taken
+                .iter()
+                .filter(|&&i| {
+                    plan.copies
+                        .iter()
+                        .filter(|&&c| found[c].first_lsn == found[i].first_lsn)
+                        .count()
+                        < 2
+                })
+                .count() as u64
+        } else {
+            0
+        },
         lost_devices: devices
             .iter()
             .zip(&lost)

@@ -65,6 +65,13 @@ impl fmt::Display for RecoveryReport {
                 "; DEGRADED: device {device} could not be read ({why}), its batches came from their copies"
             )?;
         }
+        if self.single_copy_batches > 0 {
+            write!(
+                f,
+                "; {} batches found on one device alone",
+                self.single_copy_batches
+            )?;
+        }
         if self.repaired_batches > 0 {
             write!(
                 f,
