@@ -281,16 +281,7 @@ pub fn recover<D: Device>(
         zeroed_batches: plan.beyond.len() as u64,
         repaired_batches: repaired,
         single_copy_batches: if devices.len() > 1 {
-            plan.taken
-                .iter()
-                .filter(|&&i| {
-                    plan.copies
-                        .iter()
-                        .filter(|&&c| found[c].first_lsn == found[i].first_lsn)
-                        .count()
-                        < 2
-                })
-                .count() as u64
+            plan.single_copy
         } else {
             0
         },

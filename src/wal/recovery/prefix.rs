@@ -44,6 +44,8 @@ pub(super) struct Plan {
     pub beyond: Vec<usize>,
     pub dropped_batches: u64,
     pub dropped_records: u64,
+    /// Taken batches found on one device alone.
+    pub single_copy: u64,
 }
 
 /// Where a batch is, for messages.
@@ -107,8 +109,11 @@ pub(super) fn plan(
 
     let mut copies = Vec::new();
     let mut repair = Vec::new();
+    let mut single_copy = 0;
     for &i in &taken {
-        for &c in &by_first[&found[i].first_lsn] {
+        let group = &by_first[&found[i].first_lsn];
+        single_copy += u64::from(group.len() < 2);
+        for &c in group {
             copies.push(c);
             if !found[c].is_good() {
                 repair.push((c, i));
@@ -200,6 +205,7 @@ pub(super) fn plan(
         beyond,
         dropped_batches,
         dropped_records,
+        single_copy,
     })
 }
 
