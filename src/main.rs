@@ -102,8 +102,10 @@ enum Command {
     /// from those that agree), the manifest and the log; the scrub then
     /// reads every data block of every block file straight from the device
     /// and checks its checksum, which covers where the block lies, and its
-    /// entries. Prints each bad block with its device, LBA and the keys it
-    /// covers; exits with status 1 if there is any.
+    /// entries, in every copy of the file (`flush.copies`). A bad block is
+    /// rewritten from a copy where it is good. Prints each bad block with
+    /// its device, LBA, the keys it covers and whether it was repaired;
+    /// exits with status 1 if any is left bad.
     Scrub {
         /// The YAML device map (default: $STRIA_CONFIG, else /etc/stria/stria.yaml
         /// when it exists, else the embedded conf/local.yaml).
@@ -595,7 +597,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             let report = engine.scrub();
             print!("{report}");
             engine.close().map_err(|e| e.to_string())?;
-            Ok(if report.bad.is_empty() {
+            Ok(if report.unrepaired() == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

@@ -455,6 +455,10 @@ impl MemstoreConfig {
 pub struct FlushConfig {
     /// The data devices block files go to (default: every `data` device).
     pub devices: Vec<String>,
+    /// Each block file is written whole to this many data devices, one
+    /// copy on each (`copies`, 1): a block bad in one copy is read from
+    /// another, and a scrub rewrites it from there.
+    pub copies: usize,
     /// Target size of a block file's data blocks (`block-size`, 32KiB).
     pub block_size: u64,
     /// Bloom filter bits per key (`bloom-bits`, 10: about 1% false positives).

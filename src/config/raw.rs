@@ -120,6 +120,7 @@ pub struct RawMemstore {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct RawFlush {
     pub devices: Option<Vec<Leaf>>,
+    pub copies: Option<Leaf>,
     pub block_size: Option<Leaf>,
     pub bloom_bits: Option<Leaf>,
     pub compact_at: Option<Leaf>,

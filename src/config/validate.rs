@@ -980,6 +980,21 @@ fn flush(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<Flush
         Role::Data,
         devices,
     )?;
+    let copies = c.or(&f.copies, 1, |l| {
+        let n: usize = c.uint(l, "flush.copies", "a number of copies")?;
+        if n == 0 || n > devs.len() {
+            return Err(c.at(
+                l,
+                "flush.copies",
+                format!(
+                    "{n} copies of each block file need as many data devices, and flush.devices has {}: give at least 1 and at most {}",
+                    devs.len(),
+                    devs.len()
+                ),
+            ));
+        }
+        Ok(n)
+    })?;
     let block_size = c.or(&f.block_size, 32 << 10, |l| {
         let n = c.size(l, "flush.block-size")?;
         if !(512..=(16 << 20)).contains(&n) {
@@ -1065,6 +1080,7 @@ fn flush(c: &Checker, raw: &RawConfig, devices: &[DeviceConfig]) -> Result<Flush
     )?;
     Ok(FlushConfig {
         devices: devs,
+        copies,
         block_size,
         bloom_bits,
         compact_at,

@@ -25,7 +25,7 @@ use super::Inner;
 use crate::device::{wait, Completion, Device, IoBuf, Queue, Request};
 use crate::layout::manifest::{Edit, FileRecord};
 use crate::memstore::Memstore;
-use crate::table::{EntryKind, TableBuilder, TableError, TableMeta};
+use crate::table::{CopyCrcs, EntryKind, TableBuilder, TableError, TableMeta};
 
 /// Starts one flush reactor per entry of `opts.flush_reactors`.
 pub(super) fn spawn<D: Device<Queue: Send> + Clone>(
@@ -253,7 +253,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 MemstoreFile::Stalled => return Ok(true),
                 MemstoreFile::Empty => unreachable!("a memstore with entries has a file"),
             };
-        let dev = Some(file.device);
+        let devs: Vec<u32> = file.places().map(|(d, _)| d).collect();
         let replay = self.replay_point(Some(ms), None);
         let edit = Edit {
             flushed: vec![(r, file.max_lsn)],
@@ -272,7 +272,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         self.memory.release(ms.bytes());
         self.wal.release(replay.saturating_sub(1));
         self.counters.flush.flushes.fetch_add(1, Ordering::Relaxed);
-        self.count_flush(dev, bytes, started);
+        self.count_flush(&devs, bytes, started);
         if files > self.opts.compact_at {
             self.sched.push_compaction(r);
         }
@@ -307,7 +307,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             MemstoreFile::Empty => (None, None, 0),
             MemstoreFile::Stalled => unreachable!("the log is written up to {upto}"),
         };
-        let dev = file.as_ref().map(|f| f.device);
+        let devs: Vec<u32> = file
+            .iter()
+            .flat_map(|f| f.places().map(|(d, _)| d))
+            .collect();
         let entries = file.as_ref().map_or(0, |f| f.entries);
         let replay = self.replay_point(None, Some((r as usize, upto)));
         let recorded = self
@@ -349,20 +352,21 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .flush
             .partial_entries
             .fetch_add(entries, Ordering::Relaxed);
-        self.count_flush(dev, bytes, started);
+        self.count_flush(&devs, bytes, started);
         if files > self.opts.compact_at {
             self.sched.push_compaction(r);
         }
         Ok(true)
     }
 
-    /// Counts a flush (or a pass) that wrote `bytes` to data device `dev`.
-    fn count_flush(&self, dev: Option<u32>, bytes: u64, started: Instant) {
+    /// Counts a flush (or a pass) that wrote `bytes` to each data device of
+    /// `devs` (none: it wrote no file).
+    fn count_flush(&self, devs: &[u32], bytes: u64, started: Instant) {
         let c = &self.counters.flush;
         c.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
         c.flush_ns
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        if let Some(d) = dev {
+        for &d in devs {
             c.device_flushes[d as usize].fetch_add(1, Ordering::Relaxed);
             c.device_flush_bytes[d as usize].fetch_add(bytes, Ordering::Relaxed);
         }
@@ -419,9 +423,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             });
         }
         let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, key_bytes, value_bytes);
-        let (dev, offset) = self.allocate(bound)?;
+        let places = self.allocate(bound)?;
+        let (dev, offset) = places[0];
         let id = self.next_file.fetch_add(1, Ordering::SeqCst);
-        let written = self.write_file(queues, id, dev, offset, bound, |builder, w| {
+        let written = self.write_file(queues, id, &places, bound, |builder, w| {
             ms.for_each_newest_between(above, upto, |k, lsn, kind, v| {
                 builder
                     .add(k, lsn, kind, v)
@@ -433,7 +438,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             Ok(Some(meta)) => meta,
             Ok(None) => unreachable!("a memstore's file always fits its bound"),
             Err(e) => {
-                self.unallocate(dev, offset, bound);
+                self.unallocate(&places, bound);
                 return Err(e);
             }
         };
@@ -441,33 +446,30 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         match self.wait_durable(lsn) {
             Ok(true) => {}
             Ok(false) => {
-                self.unallocate(dev, offset, bound);
+                self.unallocate(&places, bound);
                 return Ok(MemstoreFile::Stalled);
             }
             Err(e) => {
-                self.unallocate(dev, offset, bound);
+                self.unallocate(&places, bound);
                 return Err(e);
             }
         }
         // A memstore's file written, not yet recorded.
         fail::fail_point!("flush-before-manifest");
         let mark = self.flush_mark(r, lsn);
-        let file = self.file_record(id, r, dev, offset, &meta, mark);
-        self.shrink(dev, offset, bound, meta.file_bytes);
+        let file = self.file_record(id, r, &places, &meta, mark);
+        self.shrink(&places, bound, meta.file_bytes);
         let opened = TableHandle::open(self.store.clone(), file.clone());
         let failed = self.failure();
         match (opened, failed) {
             (Ok(h), None) => Ok(MemstoreFile::File(file, Arc::new(h), meta.file_bytes)),
             (opened, failed) => {
                 // Nothing refers to the file yet: its space goes back.
-                if let Err(e) = self
-                    .store
-                    .extents
-                    .lock()
-                    .expect("extents")
-                    .free(dev, offset, file.len)
-                {
-                    tracing::error!("freeing an unrecorded block file: {e}");
+                let mut ext = self.store.extents.lock().expect("extents");
+                for (dev, offset) in file.places() {
+                    if let Err(e) = ext.free(dev, offset, file.len) {
+                        tracing::error!("freeing an unrecorded block file: {e}");
+                    }
                 }
                 Err(failed.unwrap_or_else(|| opened.err().expect("not both fine")))
             }
@@ -520,7 +522,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         // as they are: a compaction that does not happen loses nothing.
         let input_bytes: u64 = inputs.iter().map(|t| t.file.len).sum();
         let bound = input_bytes + input_bytes / 8 + (64 << 10);
-        let (dev, offset) = match self.allocate(bound) {
+        let places = match self.allocate(bound) {
             Ok(at) => at,
             Err(e @ EngineError::NoSpace { .. }) => {
                 tracing::warn!("compaction of region {r} skipped: {e}");
@@ -540,7 +542,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .map(|f| f());
         let mut filtered = 0u64;
         let id = self.next_file.fetch_add(1, Ordering::SeqCst);
-        let written = self.write_file(queues, id, dev, offset, bound, |builder, w| {
+        let (dev, offset) = places[0];
+        let written = self.write_file(queues, id, &places, bound, |builder, w| {
             let mut merge = Merge::new(sources)?;
             while let Some(e) = merge.next()? {
                 // Inside a compaction, its file half written.
@@ -564,22 +567,22 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             Ok(Some(meta)) => meta,
             Ok(None) => {
                 tracing::warn!("compaction of region {r}: the merged file outgrew its {bound}-byte extent; left as is");
-                self.unallocate(dev, offset, bound);
+                self.unallocate(&places, bound);
                 return Ok(());
             }
             Err(e) => {
-                self.unallocate(dev, offset, bound);
+                self.unallocate(&places, bound);
                 return Err(e);
             }
         };
         let max_lsn = inputs.iter().map(|t| t.file.max_lsn).max().unwrap_or(0);
         let ids: Vec<u64> = inputs.iter().map(|t| t.file.id).collect();
         let (add, handle) = if meta.entries == 0 {
-            self.unallocate(dev, offset, bound);
+            self.unallocate(&places, bound);
             (Vec::new(), None)
         } else {
-            let file = self.file_record(id, r, dev, offset, &meta, max_lsn);
-            self.shrink(dev, offset, bound, meta.file_bytes);
+            let file = self.file_record(id, r, &places, &meta, max_lsn);
+            self.shrink(&places, bound, meta.file_bytes);
             let handle = Arc::new(TableHandle::open(self.store.clone(), file.clone())?);
             (vec![file], Some(handle))
         };
@@ -612,16 +615,16 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         &self,
         id: u64,
         r: u32,
-        dev: u32,
-        offset: u64,
+        places: &[(u32, u64)],
         meta: &TableMeta,
         max_lsn: u64,
     ) -> FileRecord {
         FileRecord {
             id,
             region: r,
-            device: dev,
-            offset,
+            device: places[0].0,
+            offset: places[0].1,
+            copies: places[1..].to_vec(),
             len: meta.file_bytes,
             min_key: key_floor(&meta.min_key),
             max_key: key_ceiling(&meta.max_key),
@@ -667,9 +670,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         point
     }
 
-    /// An extent of `bytes` on the data device with the fewest flushes
-    /// running (then the most free space) that has room.
-    fn allocate(&self, bytes: u64) -> Result<(u32, u64)> {
+    /// An extent of `bytes` for each copy of a file (`file_copies`), each
+    /// on its own data device: those with the fewest flushes running (then
+    /// the most free space) that have room.
+    fn allocate(&self, bytes: u64) -> Result<Vec<(u32, u64)>> {
         let c = &self.counters.flush;
         let mut ext = self.store.extents.lock().expect("extents");
         let mut order: Vec<u32> = (0..ext.devices() as u32).collect();
@@ -679,31 +683,49 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 u64::MAX - ext.free_bytes(d),
             )
         });
+        let copies = self.opts.file_copies.max(1);
+        let mut places = Vec::with_capacity(copies);
         for d in order {
             if let Some(offset) = ext.alloc(d, bytes) {
-                c.running[d as usize].fetch_add(1, Ordering::Relaxed);
-                return Ok((d, offset));
+                places.push((d, offset));
+                if places.len() == copies {
+                    for &(d, _) in &places {
+                        c.running[d as usize].fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Ok(places);
+                }
             }
         }
-        let largest = (0..ext.devices() as u32)
+        for (d, offset) in places {
+            if let Err(e) = ext.free(d, offset, bytes) {
+                tracing::error!("freeing an extent of too few copies: {e}");
+            }
+        }
+        // The largest file that fits `copies` devices.
+        let mut largest: Vec<u64> = (0..ext.devices() as u32)
             .map(|d| ext.largest_free(d))
-            .max()
-            .unwrap_or(0);
+            .collect();
+        largest.sort_unstable_by(|a, b| b.cmp(a));
+        let largest = largest.get(copies - 1).copied().unwrap_or(0);
         Err(EngineError::NoSpace { bytes, largest })
     }
 
-    /// Gives back an extent `allocate` reserved that no file will use.
-    fn unallocate(&self, dev: u32, offset: u64, bytes: u64) {
-        self.settle(dev, "freeing an unused extent", |ext| {
-            ext.free(dev, offset, bytes)
-        });
+    /// Gives back the extents `allocate` reserved that no file will use.
+    fn unallocate(&self, places: &[(u32, u64)], bytes: u64) {
+        for &(dev, offset) in places {
+            self.settle(dev, "freeing an unused extent", |ext| {
+                ext.free(dev, offset, bytes)
+            });
+        }
     }
 
-    /// Keeps the first `keep` bytes of an extent `allocate` reserved.
-    fn shrink(&self, dev: u32, offset: u64, bytes: u64, keep: u64) {
-        self.settle(dev, "shrinking an extent", |ext| {
-            ext.shrink(dev, offset, bytes, keep)
-        });
+    /// Keeps the first `keep` bytes of each extent `allocate` reserved.
+    fn shrink(&self, places: &[(u32, u64)], bytes: u64, keep: u64) {
+        for &(dev, offset) in places {
+            self.settle(dev, "shrinking an extent", |ext| {
+                ext.shrink(dev, offset, bytes, keep)
+            });
+        }
     }
 
     /// Ends a flush's reservation on `dev` with `change` to the allocator.
@@ -721,43 +743,55 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         }
     }
 
-    /// Builds a block file with `fill` and writes it at `offset` of data
-    /// device `dev`, then flushes the device. `Ok(None)`: it would not fit
-    /// in `room` bytes (nothing referenced the extent yet).
+    /// Builds a block file with `fill` and writes it whole at each of
+    /// `places` (a copy per data device, each block's checksum bound to
+    /// its copy's place and the file's id, so a block read back from
+    /// anywhere else, a misdirected write, or left there by an earlier
+    /// file, a stale block under a lost write, fails it), then flushes
+    /// those devices. `Ok(None)`: it would not fit in `room` bytes (nothing
+    /// referenced the extents yet).
     fn write_file(
         &self,
         queues: &mut [D::Queue],
         id: u64,
-        dev: u32,
-        offset: u64,
+        places: &[(u32, u64)],
         room: u64,
         fill: impl FnOnce(&mut TableBuilder, &mut FileWriter<'_, D>) -> Result<()>,
     ) -> Result<Option<TableMeta>> {
-        let device = &self.store.devices[dev as usize];
-        // Each block's checksum names where it lies and which file it is,
-        // so a block read back from anywhere else (a misdirected write) or
-        // left there by an earlier file (a stale block under a lost write)
-        // fails it.
+        let (dev, offset) = places[0];
+        let place = |&(d, start): &(u32, u64)| crate::table::Place::file(d, start, id);
         let mut builder = TableBuilder::new(self.opts.table.clone())
-            .at(crate::table::Place::file(dev, offset, id));
+            .at(place(&places[0]))
+            .copies(places[1..].iter().map(place).collect());
+        let spin = self
+            .opts
+            .flush_reactors
+            .first()
+            .is_some_and(|c| c.idle == crate::config::IdlePolicy::Poll);
+        let mut slots: Vec<Option<&mut D::Queue>> = queues.iter_mut().map(Some).collect();
+        let copies = places
+            .iter()
+            .map(|&(d, start)| CopyWriter {
+                dev: d,
+                device: &self.store.devices[d as usize],
+                queue: slots[d as usize]
+                    .take()
+                    .expect("a file's copies are on distinct devices"),
+                start,
+                written: 0,
+                depth: self.opts.flush_depth.max(1),
+                in_flight: 0,
+                writes: 0,
+                spare: Vec::new(),
+                done: Vec::new(),
+                spin,
+            })
+            .collect();
         let mut w = FileWriter {
-            device,
-            queue: &mut queues[dev as usize],
-            start: offset,
-            written: 0,
+            copies,
             room,
             chunk: self.opts.flush_chunk,
-            depth: self.opts.flush_depth.max(1),
-            in_flight: 0,
-            writes: 0,
-            spare: Vec::new(),
-            done: Vec::new(),
             overflow: false,
-            spin: self
-                .opts
-                .flush_reactors
-                .first()
-                .is_some_and(|c| c.idle == crate::config::IdlePolicy::Poll),
         };
         let filled = fill(&mut builder, &mut w);
         if let Err(e) = filled {
@@ -768,23 +802,30 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             w.drain_all()?;
             return Ok(None);
         }
-        let (tail, meta) = builder.finish().map_err(|e| table_error(dev, offset, e))?;
-        if w.written + tail.len() as u64 > room {
+        let (tail, meta, crcs) = builder
+            .finish_copies()
+            .map_err(|e| table_error(dev, offset, e))?;
+        let mut at = w.written();
+        if at + tail.len() as u64 > room {
             w.drain_all()?;
             return Ok(None);
         }
         for piece in tail.chunks(w.chunk) {
-            let mut buf = w.buffer(piece.len());
+            let mut buf = w.copies[0].buffer(piece.len());
             buf.copy_from_slice(piece);
-            w.submit(buf)?;
+            w.submit(buf, at, &crcs)?;
+            at += piece.len() as u64;
         }
         w.drain_all()?;
         let c = &self.counters.flush;
-        c.device_writes[dev as usize].fetch_add(w.writes, Ordering::Relaxed);
-        c.device_flush_commands[dev as usize].fetch_add(1, Ordering::Relaxed);
-        let flushed = wait::run(w.queue, Request::flush(u64::MAX)).map_err(|r| r.error)?;
-        flushed.result?;
-        c.device_bytes[dev as usize].fetch_add(meta.file_bytes, Ordering::Relaxed);
+        for cw in &mut w.copies {
+            let d = cw.dev as usize;
+            c.device_writes[d].fetch_add(cw.writes, Ordering::Relaxed);
+            c.device_flush_commands[d].fetch_add(1, Ordering::Relaxed);
+            let flushed = wait::run(cw.queue, Request::flush(u64::MAX)).map_err(|r| r.error)?;
+            flushed.result?;
+            c.device_bytes[d].fetch_add(meta.file_bytes, Ordering::Relaxed);
+        }
         Ok(Some(meta))
     }
 }
@@ -806,46 +847,90 @@ fn table_error(dev: u32, offset: u64, e: TableError) -> EngineError {
     ))
 }
 
-/// Streams a block file's bytes to its extent, `depth` writes in flight.
+/// Streams a block file's bytes to the extent of each of its copies.
 pub(super) struct FileWriter<'a, D: Device> {
+    /// The first copy's bytes are the builder's; the others' differ in
+    /// their checksums ([`CopyCrcs`]).
+    copies: Vec<CopyWriter<'a, D>>,
+    room: u64,
+    chunk: usize,
+    overflow: bool,
+}
+
+impl<D: Device> FileWriter<'_, D> {
+    /// Writes out every whole chunk the builder has ready, to each copy.
+    pub(super) fn drain(&mut self, builder: &mut TableBuilder) -> Result<()> {
+        loop {
+            if self.overflow {
+                return Ok(());
+            }
+            let mut buf = self.copies[0].buffer(self.chunk);
+            if !builder.fill_ready(&mut buf) {
+                self.copies[0].spare.push(buf);
+                return Ok(());
+            }
+            let at = self.written();
+            if at + self.chunk as u64 > self.room {
+                self.overflow = true;
+                self.copies[0].spare.push(buf);
+                return Ok(());
+            }
+            self.submit(buf, at, builder.copy_crcs())?;
+            builder.copy_crcs().forget_before(at + self.chunk as u64);
+        }
+    }
+
+    /// Bytes of the file written (or in flight) so far.
+    fn written(&self) -> u64 {
+        self.copies[0].written
+    }
+
+    /// Writes `buf`, the first copy's bytes at file offset `at`, to every
+    /// copy, each with its own checksums.
+    fn submit(&mut self, buf: IoBuf, at: u64, crcs: &CopyCrcs) -> Result<()> {
+        for k in 1..self.copies.len() {
+            let cw = &mut self.copies[k];
+            let mut copy = cw.buffer(buf.len());
+            copy.copy_from_slice(&buf);
+            crcs.patch(k, at, &mut copy);
+            cw.submit(copy)?;
+        }
+        self.copies[0].submit(buf)
+    }
+
+    fn drain_all(&mut self) -> Result<()> {
+        let mut first = None;
+        for cw in &mut self.copies {
+            if let Err(e) = cw.drain_all() {
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Streams one copy of a block file to its extent, `depth` writes in
+/// flight.
+struct CopyWriter<'a, D: Device> {
+    dev: u32,
     device: &'a D,
     queue: &'a mut D::Queue,
     start: u64,
     written: u64,
-    room: u64,
-    chunk: usize,
     depth: usize,
     in_flight: usize,
     /// Write requests submitted.
     writes: u64,
     spare: Vec<IoBuf>,
     done: Vec<Completion>,
-    overflow: bool,
     /// Under the `poll` idle policy, spin on the queue instead of sleeping.
     spin: bool,
 }
 
-impl<D: Device> FileWriter<'_, D> {
-    /// Writes out every whole chunk the builder has ready.
-    pub(super) fn drain(&mut self, builder: &mut TableBuilder) -> Result<()> {
-        loop {
-            if self.overflow {
-                return Ok(());
-            }
-            let mut buf = self.buffer(self.chunk);
-            if !builder.fill_ready(&mut buf) {
-                self.spare.push(buf);
-                return Ok(());
-            }
-            if self.written + self.chunk as u64 > self.room {
-                self.overflow = true;
-                self.spare.push(buf);
-                return Ok(());
-            }
-            self.submit(buf)?;
-        }
-    }
-
+impl<D: Device> CopyWriter<'_, D> {
     fn buffer(&mut self, len: usize) -> IoBuf {
         match self.spare.pop() {
             Some(mut b) if b.capacity() >= len => {

@@ -61,6 +61,7 @@ mod flush;
 mod open;
 mod read;
 mod region;
+mod repair;
 mod sched;
 mod scrub;
 mod scrubber;
@@ -111,6 +112,8 @@ pub struct EngineOptions {
     pub table: TableOptions,
     /// A region with more block files than this is compacted.
     pub compact_at: usize,
+    /// Data devices each block file is written to, one copy on each.
+    pub file_copies: usize,
     /// Bytes of data blocks kept in memory for point lookups (0: none).
     pub block_cache: u64,
     /// Bytes after the reserved area of each data device for the manifest.
@@ -153,6 +156,7 @@ impl EngineOptions {
                 device_block: block,
             },
             compact_at: cfg.flush.compact_at as usize,
+            file_copies: cfg.flush.copies,
             block_cache: cfg.flush.block_cache,
             manifest_bytes: cfg.flush.manifest_size,
             extent_unit: 64 << 10,

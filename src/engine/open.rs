@@ -272,16 +272,18 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         }
         let mut extents = Extents::new(&areas, unit);
         for f in state.files.values() {
-            if f.device as usize >= data.len() || f.region as usize >= regions_n {
+            let far = f.places().map(|(d, _)| d).max().unwrap_or(0);
+            if far as usize >= data.len() || f.region as usize >= regions_n {
                 return Err(EngineError::Layout(format!(
-                    "the manifest lists block file {} on data device {} of region {}, but the map has {} data devices and {regions_n} regions",
+                    "the manifest lists block file {} on data device {far} of region {}, but the map has {} data devices and {regions_n} regions",
                     f.id,
-                    f.device,
                     f.region,
                     data.len()
                 )));
             }
-            extents.mark_used(f.device, f.offset, f.len)?;
+            for (dev, offset) in f.places() {
+                extents.mark_used(dev, offset, f.len)?;
+            }
         }
         let cache = BlockCache::new(opts.block_cache, opts.table.block_bytes);
         let store = Arc::new(Store::new(data, extents, cache));
@@ -311,8 +313,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         let highest_mark = state.flushed_lsn.iter().copied().max().unwrap_or(0);
         if recovered.next_lsn <= highest_mark {
             return Err(EngineError::Layout(format!(
-                "the WAL ends before LSN {} but block files hold records up to LSN {highest_mark}: the log lost records it had made durable",
-                recovered.next_lsn
+                "the WAL ends before LSN {} ({}) but block files hold records up to LSN {highest_mark}: the log lost records it had made durable",
+                recovered.next_lsn, recovered.report.end
             )));
         }
         let regions = Regions::new(opts.split_keys.clone());

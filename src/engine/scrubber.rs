@@ -12,8 +12,8 @@
 //! data block to `rate` bytes a second, so a pass over a large store
 //! spreads out instead of competing with flushes and reads in a burst.
 //! Each bad block is logged with its file, device, LBA and the keys it
-//! covers, and counted; with one copy of each file there is nothing to
-//! repair it from.
+//! covers, and counted, and rewritten from another copy of its file where
+//! one is good there (`flush.copies` above 1).
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -70,6 +70,8 @@ pub struct ScrubProgress {
     /// Bad blocks found, over all passes (one found again in a later pass
     /// counts again).
     pub bad_blocks: u64,
+    /// Of those, the ones rewritten from another copy of their file.
+    pub repaired_blocks: u64,
     /// How long the last finished pass took.
     pub last_pass: Option<Duration>,
     /// The newest findings.
@@ -216,12 +218,16 @@ fn pass<D: Device<Queue: Send> + Clone>(inner: &Inner<D>, rate: u64) -> bool {
             return false;
         }
         for f in &checked.bad {
-            tracing::error!("scrub: BAD {f}");
+            match f.repaired {
+                Some(_) => tracing::warn!("scrub: {f}"),
+                None => tracing::error!("scrub: BAD {f}"),
+            }
         }
         state.update(|p| {
             p.blocks += checked.blocks;
             p.bytes += checked.bytes;
             p.bad_blocks += checked.bad.len() as u64;
+            p.repaired_blocks += checked.bad.iter().filter(|f| f.repaired.is_some()).count() as u64;
             p.findings.extend(checked.bad);
             let extra = p.findings.len().saturating_sub(KEEP_FINDINGS);
             p.findings.drain(..extra);

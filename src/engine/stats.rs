@@ -60,6 +60,11 @@ pub struct EngineStats {
     pub bloom_false_positives: u64,
     /// The block cache of point lookups.
     pub block_cache: CacheStats,
+    /// Copies of each block file written (`flush.copies`).
+    pub file_copies: usize,
+    /// Data blocks read from a file's other copy because the first copy
+    /// read was bad.
+    pub copy_reads: u64,
     /// The background scrub.
     pub scrub: super::ScrubProgress,
     pub memory: MemoryStats,
@@ -179,6 +184,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             compaction_filtered: load(&c.flush.compaction_filtered),
             bloom_false_positives: load(&c.bloom_false),
             block_cache: i.store.cache.stats(),
+            file_copies: i.opts.file_copies,
+            copy_reads: load(&i.store.copy_reads),
             scrub: i.scrub.progress(),
             memory: i.memory.stats(),
             region_bytes,

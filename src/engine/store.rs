@@ -22,6 +22,9 @@ pub struct Store<D: Device> {
     /// Block reads done by readers, per device.
     reads: Vec<AtomicU64>,
     read_bytes: Vec<AtomicU64>,
+    /// Data blocks read from a file's other copy because the first one
+    /// read was bad.
+    pub copy_reads: AtomicU64,
 }
 
 impl<D: Device<Queue: Send>> Store<D> {
@@ -32,6 +35,7 @@ impl<D: Device<Queue: Send>> Store<D> {
             pools: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
             reads: (0..n).map(|_| AtomicU64::new(0)).collect(),
             read_bytes: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            copy_reads: AtomicU64::new(0),
             devices,
             extents: Mutex::new(extents),
         }
@@ -65,6 +69,34 @@ impl<D: Device<Queue: Send>> Store<D> {
         Ok(bufs[0][skip..skip + len].to_vec())
     }
 
+    /// Writes `bytes` (whole device blocks) at byte `offset` of device
+    /// `dev` and flushes the device: a repair of a block file's copy.
+    pub fn write(&self, dev: u32, offset: u64, bytes: &[u8]) -> std::result::Result<(), String> {
+        let device = &self.devices[dev as usize];
+        let bs = u64::from(device.info().block_size);
+        if offset % bs != 0 || bytes.len() as u64 % bs != 0 {
+            return Err(format!(
+                "a write of {} bytes at byte {offset} is not in whole {bs}-byte blocks",
+                bytes.len()
+            ));
+        }
+        let mut queue = match self.pools[dev as usize].lock().expect("pool").pop() {
+            Some(q) => q,
+            None => device.open_queue().map_err(|e| e.to_string())?,
+        };
+        let mut buf = device.alloc_buf(bytes.len());
+        buf.copy_from_slice(bytes);
+        let wrote = wait::run(&mut queue, Request::write(0, offset / bs, vec![buf]))
+            .map_err(|r| r.error.to_string())
+            .and_then(|c| c.result.map_err(|e| e.to_string()))
+            .and_then(|_| {
+                wait::run(&mut queue, Request::flush(u64::MAX)).map_err(|r| r.error.to_string())
+            })
+            .and_then(|c| c.result.map_err(|e| e.to_string()));
+        self.pools[dev as usize].lock().expect("pool").push(queue);
+        wrote
+    }
+
     /// Reads done by readers on each device, and their bytes.
     pub fn read_counts(&self) -> Vec<(u64, u64)> {
         self.reads
@@ -86,48 +118,76 @@ pub struct TableHandle<D: Device<Queue: Send>> {
 }
 
 impl<D: Device<Queue: Send>> TableHandle<D> {
-    /// Opens the block file `file` (reads its index and bloom filter).
+    /// Opens the block file `file` (reads its index and bloom filter),
+    /// from the first of its copies that reads back whole.
     pub fn open(store: Arc<Store<D>>, file: FileRecord) -> Result<TableHandle<D>> {
-        let src = FileSource {
-            store: store.clone(),
-            file: file.id,
-            device: file.device,
-            offset: file.offset,
-        };
-        let table = Table::open(&src, file.len).map_err(|e| corrupt(&store, &file, e))?;
-        Ok(TableHandle {
-            file,
-            table: Arc::new(table),
-            store,
-            obsolete: AtomicBool::new(false),
-        })
+        let mut first = None;
+        for (i, place) in read_order(&file).into_iter().enumerate() {
+            let src = FileSource {
+                store: store.clone(),
+                file: file.id,
+                places: vec![place],
+            };
+            match Table::open(&src, file.len) {
+                Ok(table) => {
+                    if let Some(e) = first {
+                        tracing::warn!(
+                            "block file {}: opened from its copy on {} ({e})",
+                            file.id,
+                            store.devices[place.0 as usize].info().name
+                        );
+                    }
+                    return Ok(TableHandle {
+                        file,
+                        table: Arc::new(table),
+                        store,
+                        obsolete: AtomicBool::new(false),
+                    });
+                }
+                Err(e) if i == 0 => first = Some(corrupt(&store, &file, place, e)),
+                Err(_) => {}
+            }
+        }
+        Err(first.expect("a file has a copy"))
     }
 
-    /// Where this file's bytes are read from.
+    /// Where this file's bytes are read from: every copy, the one the
+    /// file's id picks first (reads of files with two copies spread over
+    /// both devices).
     pub fn source(&self) -> FileSource<D> {
         FileSource {
             store: self.store.clone(),
             file: self.file.id,
-            device: self.file.device,
-            offset: self.file.offset,
+            places: read_order(&self.file),
         }
     }
 
-    /// The data device name and LBA of byte `offset` of this file.
-    pub fn lba_of(&self, offset: u64) -> (String, u64) {
-        let device = self.store.devices[self.file.device as usize]
-            .info()
-            .name
-            .clone();
-        (
-            device,
-            (self.file.offset + offset) / self.store.block_size(self.file.device),
-        )
+    /// The bytes of this file's copy at `place` alone.
+    pub fn copy_source(&self, place: (u32, u64)) -> FileSource<D> {
+        FileSource {
+            store: self.store.clone(),
+            file: self.file.id,
+            places: vec![place],
+        }
     }
 
-    /// The engine error for a failure reading this file.
+    /// The data device name and LBA of byte `offset` of this file's copy
+    /// at `place`.
+    pub fn lba_in(&self, place: (u32, u64), offset: u64) -> (String, u64) {
+        let (dev, start) = place;
+        let device = self.store.devices[dev as usize].info().name.clone();
+        (device, (start + offset) / self.store.block_size(dev))
+    }
+
+    /// The engine error for a failure reading this file (through
+    /// [`TableHandle::source`]: its first copy read is named).
     pub fn error(&self, e: TableError) -> EngineError {
-        corrupt(&self.store, &self.file, e)
+        corrupt(&self.store, &self.file, read_order(&self.file)[0], e)
+    }
+
+    /// The store the file lies in.
+    pub fn store(&self) -> &Store<D> {
+        &self.store
     }
 
     /// Frees the file's space once nobody reads it any more.
@@ -143,21 +203,35 @@ impl<D: Device<Queue: Send>> Drop for TableHandle<D> {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::SeqCst) {
             let mut ext = self.store.extents.lock().expect("extents");
-            if let Err(e) = ext.free(self.file.device, self.file.offset, self.file.len) {
-                tracing::error!("freeing block file {}: {e}", self.file.id);
+            for (dev, offset) in self.file.places() {
+                if let Err(e) = ext.free(dev, offset, self.file.len) {
+                    tracing::error!("freeing block file {}: {e}", self.file.id);
+                }
             }
         }
     }
 }
 
-/// The error for `e` in block file `file`, naming its device and block.
+/// The copies of `file` in the order they are read: the file's id picks
+/// the first, so that reads of files with two copies spread over both.
+fn read_order(file: &FileRecord) -> Vec<(u32, u64)> {
+    let mut places: Vec<(u32, u64)> = file.places().collect();
+    let n = places.len();
+    places.rotate_left((file.id % n as u64) as usize);
+    places
+}
+
+/// The error for `e` in the copy at `place` of block file `file`, naming
+/// its device and block.
 fn corrupt<D: Device<Queue: Send>>(
     store: &Store<D>,
     file: &FileRecord,
+    place: (u32, u64),
     e: TableError,
 ) -> EngineError {
-    let device = store.devices[file.device as usize].info().name.clone();
-    let bs = store.block_size(file.device);
+    let (dev, start) = place;
+    let device = store.devices[dev as usize].info().name.clone();
+    let bs = store.block_size(dev);
     let at = match &e {
         TableError::Corrupt { offset, .. } => *offset,
         _ => 0,
@@ -165,18 +239,19 @@ fn corrupt<D: Device<Queue: Send>>(
     EngineError::Corrupt {
         file: file.id,
         device,
-        lba: (file.offset + at) / bs,
+        lba: (start + at) / bs,
         what: e.to_string(),
     }
 }
 
-/// A block file's bytes on its device.
+/// A block file's bytes on its devices.
 pub struct FileSource<D: Device<Queue: Send>> {
     store: Arc<Store<D>>,
     /// The file's id, its name in the block cache.
     file: u64,
-    device: u32,
-    offset: u64,
+    /// Its copies read, as (data device, byte offset), the first first:
+    /// bytes are read from it, and blocks returned sealed for its place.
+    places: Vec<(u32, u64)>,
 }
 
 impl<D: Device<Queue: Send>> Clone for FileSource<D> {
@@ -184,17 +259,62 @@ impl<D: Device<Queue: Send>> Clone for FileSource<D> {
         FileSource {
             store: self.store.clone(),
             file: self.file,
-            device: self.device,
-            offset: self.offset,
+            places: self.places.clone(),
         }
     }
 }
 
-impl<D: Device<Queue: Send>> BlockSource for FileSource<D> {
-    fn read_at(&self, offset: u64, len: usize) -> std::result::Result<Vec<u8>, TableError> {
+impl<D: Device<Queue: Send>> FileSource<D> {
+    fn place_of(&self, (dev, start): (u32, u64)) -> crate::table::Place {
+        crate::table::Place::file(dev, start, self.file)
+    }
+
+    fn read_copy(
+        &self,
+        (dev, start): (u32, u64),
+        offset: u64,
+        len: usize,
+    ) -> std::result::Result<Vec<u8>, TableError> {
         self.store
-            .read(self.device, self.offset + offset, len)
+            .read(dev, start + offset, len)
             .map_err(TableError::Read)
+    }
+}
+
+impl<D: Device<Queue: Send>> BlockSource for FileSource<D> {
+    /// Reads the first copy.
+    fn read_at(&self, offset: u64, len: usize) -> std::result::Result<Vec<u8>, TableError> {
+        self.read_copy(self.places[0], offset, len)
+    }
+
+    /// With more than one copy: the first copy's block if it reads and
+    /// checks, else the first other copy's that does, its checksum
+    /// resealed for the first copy's place. Files with copies are all of
+    /// format 3 (checksums bound to place and id).
+    fn read_block(&self, offset: u64, len: usize) -> std::result::Result<Vec<u8>, TableError> {
+        if self.places.len() == 1 {
+            return self.read_at(offset, len);
+        }
+        let mut first = None;
+        for (i, &place) in self.places.iter().enumerate() {
+            let checked = self.read_copy(place, offset, len).and_then(|b| {
+                crate::table::check_crc(&b, "data block", offset, self.place_of(place))?;
+                Ok(b)
+            });
+            match checked {
+                Ok(mut b) => {
+                    if i > 0 {
+                        self.place_of(self.places[0]).reseal(&mut b, offset);
+                        self.store.copy_reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Ok(b);
+                }
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(first.expect("a file has a copy"))
     }
 
     fn cache(&self) -> Option<(&BlockCache, u64)> {
@@ -203,6 +323,6 @@ impl<D: Device<Queue: Send>> BlockSource for FileSource<D> {
     }
 
     fn place(&self) -> crate::table::Place {
-        crate::table::Place::file(self.device, self.offset, self.file)
+        self.place_of(self.places[0])
     }
 }

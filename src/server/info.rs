@@ -437,6 +437,8 @@ fn devices<D: Device<Queue: Send> + Clone>(w: &mut Section, engine: &Engine<D>, 
 /// The background scrub: how far the pass is, what it found.
 fn scrub(w: &mut Section, s: &EngineStats) {
     let p = &s.scrub;
+    w.kv("block_file_copies", s.file_copies);
+    w.kv("block_copy_reads", s.copy_reads);
     w.kv("scrub_rate", p.rate);
     w.kv("scrub_running", u8::from(p.running));
     w.kv("scrub_passes", p.passes);
@@ -457,12 +459,18 @@ fn scrub(w: &mut Section, s: &EngineStats) {
     w.kv("scrub_blocks", p.blocks);
     w.kv("scrub_bytes", p.bytes);
     w.kv("scrub_bad_blocks", p.bad_blocks);
+    w.kv("scrub_repaired_blocks", p.repaired_blocks);
     for (i, f) in p.findings.iter().enumerate() {
         w.kv(
             &format!("scrub_bad_{i}"),
             format_args!(
-                "file={},region={},device={},lba={},keys={}",
-                f.file, f.region, f.device, f.lba, f.keys
+                "file={},region={},device={},lba={},keys={},repaired={}",
+                f.file,
+                f.region,
+                f.device,
+                f.lba,
+                f.keys,
+                u8::from(f.repaired.is_some())
             ),
         );
     }

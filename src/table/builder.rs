@@ -32,6 +32,76 @@ pub struct TableBuilder {
     meta: TableMeta,
     /// Where the file will lie, which every block's checksum covers.
     place: Place,
+    /// The checksums of the file's other copies, which differ from this
+    /// one's in those alone.
+    copies: CopyCrcs,
+}
+
+/// The checksums of a block file's other copies: each copy lies at its own
+/// place, so each block's checksum differs from copy to copy, and nothing
+/// else does. A copy's bytes are the first copy's with these patched in.
+#[derive(Debug, Default)]
+pub struct CopyCrcs {
+    places: Vec<Place>,
+    /// File offset of a block's checksum, and its value in each other
+    /// copy; in file order.
+    crcs: std::collections::VecDeque<(u64, Vec<[u8; 4]>)>,
+}
+
+impl CopyCrcs {
+    /// How many other copies there are.
+    pub fn len(&self) -> usize {
+        self.places.len()
+    }
+
+    /// True when the file has one copy.
+    pub fn is_empty(&self) -> bool {
+        self.places.is_empty()
+    }
+
+    /// Records the checksums, in every other copy, of the block `block`
+    /// at file offset `at`, sealed in the first copy.
+    fn add(&mut self, block: &[u8], at: u64) {
+        if self.places.is_empty() {
+            return;
+        }
+        let body = &block[..block.len() - 4];
+        let crcs = self
+            .places
+            .iter()
+            .map(|p| crc32c::crc32c_append(p.seed(at), body).to_le_bytes())
+            .collect();
+        self.crcs.push_back((at + body.len() as u64, crcs));
+    }
+
+    /// Turns `buf`, the first copy's bytes at file offset `at`, into copy
+    /// `copy`'s (1 for the second copy).
+    pub fn patch(&self, copy: usize, at: u64, buf: &mut [u8]) {
+        let end = at + buf.len() as u64;
+        let first = self.crcs.partition_point(|&(crc_at, _)| crc_at + 4 <= at);
+        for (crc_at, crcs) in self.crcs.range(first..) {
+            if *crc_at >= end {
+                break;
+            }
+            for (i, &b) in crcs[copy - 1].iter().enumerate() {
+                let pos = crc_at + i as u64;
+                if (at..end).contains(&pos) {
+                    buf[(pos - at) as usize] = b;
+                }
+            }
+        }
+    }
+
+    /// Forgets the checksums that lie wholly before file offset `at`.
+    pub fn forget_before(&mut self, at: u64) {
+        while self
+            .crcs
+            .front()
+            .is_some_and(|&(crc_at, _)| crc_at + 4 <= at)
+        {
+            self.crcs.pop_front();
+        }
+    }
 }
 
 impl TableBuilder {
@@ -65,6 +135,7 @@ impl TableBuilder {
                 max_lsn: 0,
             },
             place: Place::at(0, 0),
+            copies: CopyCrcs::default(),
         }
     }
 
@@ -73,6 +144,19 @@ impl TableBuilder {
     pub fn at(mut self, place: Place) -> TableBuilder {
         self.place = place;
         self
+    }
+
+    /// The file will also be written at each of `places`, checksums
+    /// bound to each: [`TableBuilder::copy_crcs`] turns the bytes taken
+    /// into each copy's.
+    pub fn copies(mut self, places: Vec<Place>) -> TableBuilder {
+        self.copies.places = places;
+        self
+    }
+
+    /// The other copies' checksums of the blocks sealed so far.
+    pub fn copy_crcs(&mut self) -> &mut CopyCrcs {
+        &mut self.copies
     }
 
     /// Appends an entry. Keys must be strictly increasing (else
@@ -169,7 +253,13 @@ impl TableBuilder {
     /// blocks, the padding and the footer. Returns every byte not yet taken
     /// by [`TableBuilder::fill_ready`] (the file is then a whole number of
     /// device blocks) and the file's meta.
-    pub fn finish(mut self) -> Result<(Vec<u8>, TableMeta)> {
+    pub fn finish(self) -> Result<(Vec<u8>, TableMeta)> {
+        self.finish_copies().map(|(tail, meta, _)| (tail, meta))
+    }
+
+    /// [`TableBuilder::finish`], with the checksums of the other copies'
+    /// (see [`TableBuilder::copies`]) for the bytes returned.
+    pub fn finish_copies(mut self) -> Result<(Vec<u8>, TableMeta, CopyCrcs)> {
         if self.block_entries > 0 {
             self.seal_block();
         }
@@ -182,11 +272,16 @@ impl TableBuilder {
         let mut index = std::mem::replace(&mut self.index, IndexWriter::new()).finish();
         let mut bloom = bloom::build(&self.hashes, self.opts.bloom_bits_per_key);
         let mut meta = encode_meta(&self.meta);
-        self.place.reseal(&mut index, index_off);
-        self.place
-            .reseal(&mut bloom, index_off + index.len() as u64);
-        self.place
-            .reseal(&mut meta, index_off + (index.len() + bloom.len()) as u64);
+        let bloom_at = index_off + index.len() as u64;
+        let meta_at = bloom_at + bloom.len() as u64;
+        for (block, at) in [
+            (&mut index, index_off),
+            (&mut bloom, bloom_at),
+            (&mut meta, meta_at),
+        ] {
+            self.place.reseal(block, at);
+            self.copies.add(block, at);
+        }
         let len32 = |what: &str, b: &[u8]| {
             u32::try_from(b.len())
                 .map_err(|_| TableError::TooLarge(format!("a {what} block of {} bytes", b.len())))
@@ -219,7 +314,7 @@ impl TableBuilder {
         self.out.resize(footer_at, 0);
         self.out.extend_from_slice(&footer.encode());
         debug_assert_eq!(self.len(), file_bytes);
-        Ok((self.out, self.meta))
+        Ok((self.out, self.meta, self.copies))
     }
 
     /// An upper bound of the length of a file of `entries` entries whose
@@ -274,6 +369,7 @@ impl TableBuilder {
         seal_crc(&mut self.out, self.block_start);
         let at = self.base + self.block_start as u64;
         self.place.reseal(&mut self.out[self.block_start..], at);
+        self.copies.add(&self.out[self.block_start..], at);
         let offset = self.base + self.block_start as u64;
         let len = (self.out.len() - self.block_start) as u64;
         self.index.add(&self.last_key, offset, len);

@@ -99,6 +99,7 @@ mod bloom;
 mod builder;
 mod cache;
 mod codec;
+mod copy;
 mod error;
 mod footer;
 mod index;
@@ -110,8 +111,9 @@ mod seek;
 mod tests;
 mod verify;
 
-pub use builder::TableBuilder;
+pub use builder::{CopyCrcs, TableBuilder};
 pub use cache::{BlockCache, CacheStats, CachedBlock};
+pub(crate) use codec::check_crc;
 pub use codec::Place;
 pub use error::{KeyDisplay, TableError};
 pub use footer::{FOOTER_BYTES, FORMAT_VERSION, MAGIC};

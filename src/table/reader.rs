@@ -33,6 +33,14 @@ pub trait BlockSource {
     fn place(&self) -> Place {
         Place::at(0, 0)
     }
+
+    /// Reads the one checksummed block of `len` bytes at `offset` (a data
+    /// block). The default is [`BlockSource::read_at`]; a source that keeps
+    /// several copies of the file checks the block and, when its first copy
+    /// is bad, returns another copy's, resealed for [`BlockSource::place`].
+    fn read_block(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.read_at(offset, len)
+    }
 }
 
 impl BlockSource for [u8] {
@@ -68,6 +76,10 @@ impl<T: BlockSource + ?Sized> BlockSource for &T {
     fn place(&self) -> Place {
         (**self).place()
     }
+
+    fn read_block(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        (**self).read_block(offset, len)
+    }
 }
 
 impl<T: BlockSource + ?Sized> BlockSource for Arc<T> {
@@ -82,6 +94,10 @@ impl<T: BlockSource + ?Sized> BlockSource for Arc<T> {
     fn place(&self) -> Place {
         (**self).place()
     }
+
+    fn read_block(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        (**self).read_block(offset, len)
+    }
 }
 
 /// An open block file: its meta, index and bloom filter in memory, its data
@@ -92,9 +108,9 @@ pub struct Table {
     pub(crate) index: Vec<BlockHandle>,
     bloom: Bloom,
     block_reads: AtomicU64,
-    /// What the blocks' checksums cover: the source's place (format 2), or
-    /// nothing (format 1).
-    place: Place,
+    /// The footer: where the index, bloom and meta blocks lie, and the
+    /// format, which says what the blocks' checksums cover.
+    footer: Footer,
 }
 
 impl Table {
@@ -110,11 +126,7 @@ impl Table {
         }
         let tail = src.read_at(file_bytes - FOOTER_BYTES as u64, FOOTER_BYTES)?;
         let f = Footer::decode(&tail, file_bytes)?;
-        let place = match f.version {
-            3.. => src.place(),
-            2 => src.place().unfiled(),
-            _ => Place::UNBOUND,
-        };
+        let place = bind(f.version, src.place());
         let (index_len, bloom_len) = (f.index_len as usize, f.bloom_len as usize);
         let total = index_len + bloom_len + f.meta_len as usize;
         let blocks = src.read_at(f.index_off, total)?;
@@ -148,7 +160,7 @@ impl Table {
             index,
             bloom,
             block_reads: AtomicU64::new(0),
-            place,
+            footer: f,
         })
     }
 
@@ -246,7 +258,7 @@ impl Table {
         let len = usize::try_from(h.len)
             .map_err(|_| TableError::Read(format!("data block {i} of {} bytes", h.len)))?;
         self.block_reads.fetch_add(1, Ordering::Relaxed);
-        let bytes = src.read_at(h.offset, len)?;
+        let bytes = src.read_block(h.offset, len)?;
         if bytes.len() != len {
             return Err(TableError::Read(format!(
                 "asked for {len} bytes at {}, got {}",
@@ -255,11 +267,63 @@ impl Table {
             )));
         }
         if let (true, Some((c, file))) = (fill, cache) {
-            let body = BlockScan::check(bytes, i, h.offset, self.place)?;
+            let body = BlockScan::check(bytes, i, h.offset, self.place(src))?;
             let block: CachedBlock = Block::indexed(body, i, h.offset).into();
             c.insert(file, i, block.clone());
             return Ok(BlockScan::cached(block, i, h.offset));
         }
-        BlockScan::new(bytes, i, h.offset, self.place)
+        BlockScan::new(bytes, i, h.offset, self.place(src))
+    }
+
+    /// What the checksums of this file's blocks read through `src` cover:
+    /// any copy of a file opens the same table, each read binds its own.
+    pub(crate) fn place(&self, src: &dyn BlockSource) -> Place {
+        bind(self.footer.version, src.place())
+    }
+
+    /// What the checksums of this file's blocks at `place` cover.
+    pub(crate) fn bound(&self, place: Place) -> Place {
+        bind(self.footer.version, place)
+    }
+
+    /// The bytes of the plain piece at `offset` (see [`Table::pieces`]):
+    /// the footer, or the zeros before it.
+    pub(crate) fn plain_piece(&self, offset: u64, len: u64) -> Vec<u8> {
+        if offset + len == self.footer.file_bytes && len == FOOTER_BYTES as u64 {
+            self.footer.encode().to_vec()
+        } else {
+            vec![0; len as usize]
+        }
+    }
+
+    /// The file's checksummed pieces in order, as `(offset, length,
+    /// sealed)`: its data blocks, index, bloom and meta blocks (whose
+    /// checksums are bound to the file's place: `sealed`), then the zeros
+    /// and the footer (plain). They cover the whole file.
+    pub fn pieces(&self) -> Vec<(u64, u64, bool)> {
+        let f = &self.footer;
+        let mut out: Vec<(u64, u64, bool)> =
+            self.index.iter().map(|h| (h.offset, h.len, true)).collect();
+        out.push((f.index_off, f.index_len.into(), true));
+        out.push((f.bloom_off, f.bloom_len.into(), true));
+        out.push((f.meta_off, f.meta_len.into(), true));
+        let meta_end = f.meta_off + u64::from(f.meta_len);
+        let footer_at = f.file_bytes - FOOTER_BYTES as u64;
+        if footer_at > meta_end {
+            out.push((meta_end, footer_at - meta_end, false));
+        }
+        out.push((footer_at, FOOTER_BYTES as u64, false));
+        out
+    }
+}
+
+/// What the checksums of a block file of format `version` at `place` are
+/// bound to: its place and id (format 3), its place alone (format 2), or
+/// nothing (format 1).
+fn bind(version: u32, place: Place) -> Place {
+    match version {
+        3.. => place,
+        2 => place.unfiled(),
+        _ => Place::UNBOUND,
     }
 }

@@ -111,6 +111,7 @@ pub fn options() -> EngineOptions {
             device_block: 4096,
         },
         compact_at: 4,
+        file_copies: 1,
         // On, so that every engine test reads through it; it holds these
         // tests' blocks (its own tests cover eviction).
         block_cache: 4 << 20,

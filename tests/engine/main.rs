@@ -5,6 +5,7 @@
 mod engine_env;
 
 mod copies;
+mod file_copies;
 mod scrubber;
 
 use std::collections::BTreeMap;

@@ -20,7 +20,7 @@
 //! | offset | bytes | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `STRIAMFR` |
-//! | 8 | 4 | format version (1) |
+//! | 8 | 4 | format version (2; version 1 is read too) |
 //! | 12 | 4 | kind: 1 checkpoint, 2 edit |
 //! | 16 | 8 | manifest id: random, drawn by `create`, in every record |
 //! | 24 | 8 | generation |
@@ -38,7 +38,7 @@
 //! |---|---|
 //! | checkpoint | count, split keys (`bytes` each); count, flushed LSNs (u64 each); replay_from u64; next_file_id u64; file count u64, files |
 //! | edit | count, added files; count, removed ids (u64 each); count, (region u32, LSN u64) pairs; u8 0, or u8 1 and replay_from u64 |
-//! | file | id u64, region u32, device u32, offset u64, len u64, max_lsn u64, entries u64, min_key `bytes`, max_key `bytes` (bounds of the file's keys, see [`FileRecord`]) |
+//! | file | id u64, region u32, device u32, offset u64, len u64, max_lsn u64, entries u64, min_key `bytes`, max_key `bytes` (bounds of the file's keys, see [`FileRecord`]); version 2: count, then (device u32, offset u64) of each other copy |
 //!
 //! # Writing
 //!
@@ -280,11 +280,7 @@ impl<D: Device> Manifest<D> {
         queues: &mut [D::Queue],
     ) -> Result<Option<(Manifest<D>, ManifestState)>, ManifestError> {
         let geo = Geometry::new(&devices, area, queues.len())?;
-        let images = devices
-            .iter()
-            .zip(queues.iter_mut())
-            .map(|(d, q)| read_area(d, q, geo.first, 2 * geo.half))
-            .collect::<Result<Vec<_>, _>>()?;
+        let images = read_images(&devices, queues, &geo)?;
         let Some(found) = recover(&devices, &geo, &images)? else {
             return Ok(None);
         };
@@ -314,11 +310,7 @@ impl<D: Device> Manifest<D> {
         queues: &mut [D::Queue],
     ) -> Result<Option<ManifestState>, ManifestError> {
         let geo = Geometry::new(devices, area, queues.len())?;
-        let images = devices
-            .iter()
-            .zip(queues.iter_mut())
-            .map(|(d, q)| read_area(d, q, geo.first, 2 * geo.half))
-            .collect::<Result<Vec<_>, _>>()?;
+        let images = read_images(devices, queues, &geo)?;
         Ok(recover(devices, &geo, &images)?.map(|found| found.state))
     }
 
@@ -481,27 +473,89 @@ impl<D: Device> Manifest<D> {
     }
 }
 
-/// Reads `len` bytes at byte `offset` of a device.
+/// Byte offsets in the area of the units a device could not read, and why.
+type Unreadable = Vec<(u64, DeviceError)>;
+
+/// Reads `len` bytes at byte `offset` of a device; a `unit` that cannot
+/// be read (a device that answers but not for it) is left blank and
+/// listed.
 fn read_area<D: Device>(
     d: &D,
     q: &mut D::Queue,
     offset: u64,
     len: u64,
-) -> Result<Vec<u8>, ManifestError> {
+    unit: u64,
+) -> Result<(Vec<u8>, Unreadable), ManifestError> {
     const CHUNK: u64 = 4 << 20;
     let bs = u64::from(d.info().block_size);
-    let mut out = Vec::with_capacity(len as usize);
-    let mut at = 0;
-    while at < len {
-        let n = (len - at).min(CHUNK);
+    let mut read = |at: u64, n: u64| -> Result<Vec<u8>, DeviceError> {
         let buf: IoBuf = d.alloc_buf(n as usize);
         let req = Request::read(0x4d46_5244, (offset + at) / bs, vec![buf]);
         let mut c = wait::run(q, req).map_err(|r| r.error)?;
         c.result?;
-        out.extend_from_slice(&c.bufs.pop().expect("the read's buffer"));
+        Ok(c.bufs.pop().expect("the read's buffer").to_vec())
+    };
+    let mut out = Vec::with_capacity(len as usize);
+    let mut unreadable = Vec::new();
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(CHUNK);
+        match read(at, n) {
+            Ok(b) => out.extend_from_slice(&b),
+            Err(e @ DeviceError::Offline { .. }) => return Err(e.into()),
+            Err(_) => {
+                // Unit by unit: what cannot be read is left blank.
+                for u in (at..at + n).step_by(unit as usize) {
+                    match read(u, unit) {
+                        Ok(b) => out.extend_from_slice(&b),
+                        Err(e) => {
+                            out.resize(out.len() + unit as usize, 0);
+                            unreadable.push((u, e));
+                        }
+                    }
+                }
+            }
+        }
         at += n;
     }
-    Ok(out)
+    Ok((out, unreadable))
+}
+
+/// The area of every manifest device. A unit one device cannot read is
+/// taken as blank when another device reads it: every record is written
+/// at the same place on each, and recovery takes each from any device
+/// that holds it. A unit no device reads fails the open, naming it.
+fn read_images<D: Device>(
+    devices: &[D],
+    queues: &mut [D::Queue],
+    geo: &Geometry,
+) -> Result<Vec<Vec<u8>>, ManifestError> {
+    let mut images = Vec::with_capacity(devices.len());
+    let mut unreadable = Vec::with_capacity(devices.len());
+    for (d, q) in devices.iter().zip(queues.iter_mut()) {
+        let (image, bad) = read_area(d, q, geo.first, 2 * geo.half, geo.unit)?;
+        images.push(image);
+        unreadable.push(bad);
+    }
+    for (d, bad) in unreadable.iter().enumerate() {
+        for (at, e) in bad {
+            let elsewhere =
+                (0..devices.len()).any(|o| o != d && !unreadable[o].iter().any(|(u, _)| u == at));
+            if !elsewhere {
+                return Err(ManifestError::Corrupt {
+                    device: devices[d].info().name.clone(),
+                    offset: geo.first + at,
+                    what: format!("cannot be read ({e}), and no other manifest device reads it"),
+                });
+            }
+            tracing::warn!(
+                "manifest: {} cannot read byte {} of its area ({e}); its records there come from another device",
+                devices[d].info().name,
+                geo.first + at
+            );
+        }
+    }
+    Ok(images)
 }
 
 /// What open found.
@@ -587,7 +641,7 @@ fn recover<D: Device>(
     };
     let g = ckpt.generation;
     let id = ckpt.manifest_id;
-    let mut state = record::decode_state(payload).map_err(|e| {
+    let mut state = record::decode_state(payload, ckpt.version).map_err(|e| {
         corrupt(
             bd,
             geo.at(g, 0),
@@ -600,7 +654,7 @@ fn recover<D: Device>(
     let mut pos = padded;
     let mut seq = 1;
     while pos < geo.half {
-        let mut found: Option<(usize, &[u8], u64)> = None;
+        let mut found: Option<(usize, &[u8], u64, u32)> = None;
         for (d, image) in images.iter().enumerate() {
             let Parsed::Valid {
                 header,
@@ -618,7 +672,7 @@ fn recover<D: Device>(
                 continue;
             }
             match found {
-                Some((fd, other, _)) if other != payload => {
+                Some((fd, other, _, _)) if other != payload => {
                     return Err(corrupt(
                         d,
                         geo.at(g, pos),
@@ -629,13 +683,13 @@ fn recover<D: Device>(
                     ))
                 }
                 Some(_) => {}
-                None => found = Some((d, payload, padded)),
+                None => found = Some((d, payload, padded, header.version)),
             }
         }
-        let Some((d, payload, padded)) = found else {
+        let Some((d, payload, padded, version)) = found else {
             break;
         };
-        let edit = record::decode_edit(payload).map_err(|e| {
+        let edit = record::decode_edit(payload, version).map_err(|e| {
             corrupt(
                 d,
                 geo.at(g, pos),

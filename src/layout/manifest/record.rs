@@ -8,8 +8,9 @@ use super::state::{Edit, FileRecord, ManifestState};
 
 /// Identifies a manifest record header.
 pub const RECORD_MAGIC: [u8; 8] = *b"STRIAMFR";
-/// The manifest format version this build writes and reads.
-pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// The manifest format version this build writes. It reads this one and
+/// version 1, whose file records have no second copies.
+pub const MANIFEST_FORMAT_VERSION: u32 = 2;
 /// Bytes of the record header, checksum included.
 pub const RECORD_HEADER_BYTES: usize = 56;
 
@@ -37,6 +38,8 @@ impl Kind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
     pub kind: Kind,
+    /// The record's format version (1 or 2).
+    pub version: u32,
     /// Drawn at random when the manifest is created; every record of the
     /// manifest carries it, so records of an earlier manifest in the same
     /// area are never taken for this one's.
@@ -121,12 +124,13 @@ pub fn parse(bytes: &[u8], unit: u64) -> Parsed<'_> {
     }
     let version = u32_at(h, 8);
     let kind = match (version, u32_at(h, 12)) {
-        (MANIFEST_FORMAT_VERSION, 1) => Kind::Checkpoint,
-        (MANIFEST_FORMAT_VERSION, 2) => Kind::Edit,
+        (1..=MANIFEST_FORMAT_VERSION, 1) => Kind::Checkpoint,
+        (1..=MANIFEST_FORMAT_VERSION, 2) => Kind::Edit,
         (version, kind) => return Parsed::Unknown { version, kind },
     };
     let header = Header {
         kind,
+        version,
         manifest_id: u64_at(h, 16),
         generation: u64_at(h, 24),
         seq: u64_at(h, 32),
@@ -178,6 +182,11 @@ impl Writer {
         self.u64(f.entries);
         self.bytes(&f.min_key);
         self.bytes(&f.max_key);
+        self.count(f.copies.len());
+        for &(device, offset) in &f.copies {
+            self.u32(device);
+            self.u64(offset);
+        }
     }
 }
 
@@ -185,6 +194,8 @@ impl Writer {
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
+    /// The record's format version.
+    version: u32,
 }
 
 impl<'a> Reader<'a> {
@@ -214,7 +225,7 @@ impl<'a> Reader<'a> {
         Ok(self.take(n, what)?.to_vec())
     }
     fn file(&mut self) -> Result<FileRecord, String> {
-        Ok(FileRecord {
+        let mut f = FileRecord {
             id: self.u64("file id")?,
             region: self.u32("file region")?,
             device: self.u32("file device")?,
@@ -224,7 +235,15 @@ impl<'a> Reader<'a> {
             entries: self.u64("file entries")?,
             min_key: self.bytes("file min key")?,
             max_key: self.bytes("file max key")?,
-        })
+            copies: Vec::new(),
+        };
+        if self.version >= 2 {
+            for _ in 0..self.u32("file copy count")? {
+                f.copies
+                    .push((self.u32("file copy device")?, self.u64("file copy offset")?));
+            }
+        }
+        Ok(f)
     }
     fn end(&self) -> Result<(), String> {
         if self.at != self.b.len() {
@@ -240,7 +259,7 @@ impl<'a> Reader<'a> {
 
 /// Bytes a file takes in a payload.
 pub fn file_len(f: &FileRecord) -> usize {
-    8 + 4 + 4 + 8 * 4 + 4 + f.min_key.len() + 4 + f.max_key.len()
+    8 + 4 + 4 + 8 * 4 + 4 + f.min_key.len() + 4 + f.max_key.len() + 4 + 12 * f.copies.len()
 }
 
 /// Bytes [`encode_state`] produces for `s`.
@@ -272,9 +291,10 @@ pub fn encode_state(s: &ManifestState) -> Vec<u8> {
     w.0
 }
 
-/// Decodes a checkpoint's payload and validates the state.
-pub fn decode_state(b: &[u8]) -> Result<ManifestState, String> {
-    let mut r = Reader { b, at: 0 };
+/// Decodes a checkpoint's payload of format `version` and validates the
+/// state.
+pub fn decode_state(b: &[u8], version: u32) -> Result<ManifestState, String> {
+    let mut r = Reader { b, at: 0, version };
     let mut s = ManifestState::default();
     for _ in 0..r.u32("split key count")? {
         s.split_keys.push(r.bytes("split key")?);
@@ -323,10 +343,10 @@ pub fn encode_edit(e: &Edit) -> Vec<u8> {
     w.0
 }
 
-/// Decodes an edit record's payload (whether it applies is the state's
-/// business).
-pub fn decode_edit(b: &[u8]) -> Result<Edit, String> {
-    let mut r = Reader { b, at: 0 };
+/// Decodes an edit record's payload of format `version` (whether it
+/// applies is the state's business).
+pub fn decode_edit(b: &[u8], version: u32) -> Result<Edit, String> {
+    let mut r = Reader { b, at: 0, version };
     let mut e = Edit::default();
     for _ in 0..r.u32("added file count")? {
         e.add.push(r.file()?);

@@ -27,6 +27,16 @@ pub struct FileRecord {
     pub max_lsn: u64,
     /// Entries in the file.
     pub entries: u64,
+    /// Its other copies, as (data device, byte offset), each as long and
+    /// on a device of its own (`flush.copies`); empty for one copy.
+    pub copies: Vec<(u32, u64)>,
+}
+
+impl FileRecord {
+    /// Every copy, as (data device, byte offset): this one first.
+    pub fn places(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        std::iter::once((self.device, self.offset)).chain(self.copies.iter().copied())
+    }
 }
 
 /// The whole manifest: what a checkpoint holds.
@@ -131,6 +141,10 @@ impl ManifestState {
         }
         if f.min_key > f.max_key {
             return Err(format!("file {}: min key above max key", f.id));
+        }
+        let mut devices = BTreeSet::new();
+        if let Some((d, _)) = f.places().find(|&(d, _)| !devices.insert(d)) {
+            return Err(format!("file {}: two copies on data device {d}", f.id));
         }
         Ok(())
     }

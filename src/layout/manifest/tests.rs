@@ -59,6 +59,10 @@ fn file(rng: &mut ChaCha8Rng, id: u64, regions: usize) -> FileRecord {
         max_key: a.max(b),
         max_lsn: rng.random(),
         entries: rng.random_range(0..1_000_000),
+        copies: match rng.random_range(0..3) {
+            0 => vec![(4, rng.random::<u32>() as u64 * BS)],
+            _ => Vec::new(),
+        },
     }
 }
 
@@ -236,6 +240,34 @@ fn mirror_survives_a_wiped_or_corrupted_device() {
             "{damage}"
         );
     }
+}
+
+/// A unit of the area one device cannot read (a latent sector error) is
+/// read from the other; one that no device reads fails the open, named.
+#[test]
+fn an_unreadable_unit_is_read_from_the_other_device_never_skipped() {
+    for units in [vec![0u64], vec![3, 4], vec![17]] {
+        let devs = devices(2);
+        let (m, model) = build(&devs, AREA, 45, 13);
+        drop(m);
+        for &u in &units {
+            devs[1].add_latent_errors(AREA.0 / BS + u, 1);
+        }
+        assert_eq!(open_state(&devs, AREA), model, "units {units:?}");
+    }
+    // Alone, or on both devices: an error naming the device and the byte.
+    let devs = devices(2);
+    let (m, _) = build(&devs, AREA, 45, 13);
+    drop(m);
+    devs[0].add_latent_errors(AREA.0 / BS + 2, 1);
+    let err = open(&devs[..1], AREA).err().expect("refused").to_string();
+    assert!(
+        err.contains("m0") && err.contains(&format!("byte {}", AREA.0 + 2 * BS)),
+        "{err}"
+    );
+    devs[1].add_latent_errors(AREA.0 / BS + 2, 1);
+    let err = open(&devs, AREA).err().expect("refused").to_string();
+    assert!(err.contains("no other manifest device reads it"), "{err}");
 }
 
 #[test]
@@ -590,11 +622,11 @@ fn decoding_never_panics() {
     for _ in 0..30 {
         let e = random_edit(&mut rng, &state);
         let bytes = record::encode_edit(&e);
-        assert_eq!(record::decode_edit(&bytes).unwrap(), e);
+        assert_eq!(record::decode_edit(&bytes, 2).unwrap(), e);
         state.apply(&e).unwrap();
         let enc = record::encode_state(&state);
         assert_eq!(enc.len(), record::state_len(&state));
-        assert_eq!(record::decode_state(&enc).unwrap(), state);
+        assert_eq!(record::decode_state(&enc, 2).unwrap(), state);
         for buf in [&bytes, &enc] {
             for _ in 0..50 {
                 let mut b = buf.clone();
@@ -606,8 +638,8 @@ fn decoding_never_panics() {
                     }
                     _ => b.extend((0..rng.random_range(1..9)).map(|_| rng.random::<u8>())),
                 }
-                let _ = record::decode_edit(&b);
-                let _ = record::decode_state(&b);
+                let _ = record::decode_edit(&b, 2);
+                let _ = record::decode_state(&b, 2);
                 let mut rec = record::encode(Kind::Edit, 1, 1, 1, &b, BS);
                 let i = rng.random_range(0..rec.len());
                 rec[i] ^= 1 << rng.random_range(0..8);
@@ -619,8 +651,8 @@ fn decoding_never_panics() {
     for _ in 0..2000 {
         let n = rng.random_range(0..200);
         let b: Vec<u8> = (0..n).map(|_| rng.random()).collect();
-        let _ = record::decode_edit(&b);
-        let _ = record::decode_state(&b);
+        let _ = record::decode_edit(&b, 2);
+        let _ = record::decode_state(&b, 2);
         let mut h = RECORD_MAGIC.to_vec();
         h.extend_from_slice(&b);
         let _ = record::parse(&h, BS);

@@ -421,6 +421,18 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
         "Bad blocks the background scrub found (again in each pass that finds them).",
         p.bad_blocks,
     );
+    t.single(
+        "scrub_repaired_blocks_total",
+        "counter",
+        "Bad blocks the background scrub rewrote from another copy of their file.",
+        p.repaired_blocks,
+    );
+    t.single(
+        "block_copy_reads_total",
+        "counter",
+        "Data blocks read from another copy of their file because the first copy read was bad.",
+        s.copy_reads,
+    );
 
     // Memory and memstores.
     let m = &s.memory;

@@ -72,6 +72,7 @@ pub fn options() -> EngineOptions {
             device_block: 4096,
         },
         compact_at: 4,
+        file_copies: 1,
         block_cache: 4 << 20,
         log_freeze_at: 0.5,
         manifest_bytes: 256 << 10,

@@ -1,0 +1,51 @@
+//! A block file's copies: the same bytes at several places, each block's
+//! checksum bound to its own place. A piece of one copy is made from
+//! another's bytes by checking each block against the place it was read
+//! from and resealing it for the place it goes to.
+
+use super::codec::{check_crc, Place};
+use super::reader::Table;
+use super::{Result, TableError};
+
+impl Table {
+    /// The file bytes `[start, end)` of the pieces (see [`Table::pieces`])
+    /// that cover `[from, to)`: what must be read to rebuild that range.
+    pub fn span(&self, from: u64, to: u64) -> (u64, u64) {
+        let pieces = self.pieces();
+        let mut span = (to, from);
+        for &(at, len, _) in &pieces {
+            if at < to && at + len > from {
+                span = (span.0.min(at), span.1.max(at + len));
+            }
+        }
+        span
+    }
+
+    /// Turns `bytes`, the file bytes from `at` (the start of a piece)
+    /// through the end of a piece, read from the copy at `from`, into the
+    /// copy at `to`'s: each block is checked against `from` (an error if
+    /// it fails: that copy is bad there too) and resealed for `to`; the
+    /// zeros and the footer are written as the file's footer says.
+    pub fn recopy(&self, bytes: &mut [u8], at: u64, from: Place, to: Place) -> Result<()> {
+        let end = at + bytes.len() as u64;
+        let (from, to) = (self.bound(from), self.bound(to));
+        for (offset, len, sealed) in self.pieces() {
+            if offset < at || offset + len > end {
+                if offset < end && offset + len > at {
+                    return Err(TableError::Read(format!(
+                        "bytes {at}..{end} cut the piece at {offset} of {len} bytes"
+                    )));
+                }
+                continue;
+            }
+            let piece = &mut bytes[(offset - at) as usize..(offset - at + len) as usize];
+            if sealed {
+                check_crc(piece, "block", offset, from)?;
+                to.reseal(piece, offset);
+            } else {
+                piece.copy_from_slice(&self.plain_piece(offset, len));
+            }
+        }
+        Ok(())
+    }
+}
