@@ -1,14 +1,18 @@
-//! A seed's fault plan: the devices, how many copies of each WAL batch,
-//! and at most one device that misbehaves, in one way (the fault model
-//! in ARCHITECTURE.md).
+//! A seed's fault plan: the devices, how many copies of each WAL batch
+//! and of each block file, and at most one device that misbehaves, in one
+//! way (the fault model in ARCHITECTURE.md).
 //!
 //! What a run may see follows from the plan ([`Plan::may_lose`],
 //! [`Plan::may_err`]): a gray device costs time and nothing else; a WAL
-//! device that fails with a second copy elsewhere costs nothing; a data
-//! device (block files have one copy) may make reads fail, with an error
-//! that names it, and so may every fault under a single copy of the log,
-//! which may also lose an acknowledged batch it cannot tell from a torn
-//! tail. No plan may ever return a wrong value.
+//! device that fails with a second copy elsewhere costs nothing; so does
+//! a data device whose blocks go bad (misdirected, lost or corrupt
+//! writes, bits flipped on the way or at rest, latent errors) when every
+//! block file has a copy on the other one. A data device that vanishes or
+//! fails writes stops flushes and starts, with an error that names it, as
+//! does every fault under one copy of each block file, and every fault
+//! under a single copy of the log, which may also lose an acknowledged
+//! batch it cannot tell from a torn tail. No plan may ever return a wrong
+//! value.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -58,6 +62,7 @@ pub const NAMES: [&str; 4] = ["wal0", "wal1", "data0", "data1"];
 /// One seed's plan.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// Copies of each WAL batch and of each block file.
     pub copies: usize,
     pub fault: Fault,
     /// Index into [`NAMES`] of the faulty device.
@@ -96,10 +101,13 @@ impl Plan {
     }
 
     /// Whether a command or an open may fail, naming the faulty device:
-    /// a harmful fault on a data device (one copy of each block file), or
-    /// on a WAL device with one copy of the log.
+    /// a harmful fault under one copy, or a data device that vanishes or
+    /// fails requests (its flushes fail, and a start needs every data
+    /// device).
     pub fn may_err(&self) -> bool {
-        self.harmful() && (!self.on_wal() || self.copies == 1)
+        self.harmful()
+            && (self.copies == 1
+                || (!self.on_wal() && matches!(self.fault, Fault::Vanish | Fault::IoError)))
     }
 
     /// Whether the faulty device is a WAL device with a second copy of

@@ -4,7 +4,7 @@
 //! simulation.
 //!
 //! A seed draws a plan ([`faults::Plan`]: one or two copies of each WAL
-//! batch, at most one misbehaving device and how), engine options (small
+//! batch and block file, at most one misbehaving device and how), engine options (small
 //! memstores, so flushes, compactions and manifest checkpoints run all
 //! the time), then runs one to four lives of the appliance. In each, one
 //! client sends random commands of every type ([`model::Model`]), single
@@ -83,6 +83,9 @@ pub struct Tally {
     pub replaced: u64,
     /// Keys that could not be read after an open (poisoned from then on).
     pub unreadable: u64,
+    /// Bad blocks scrubs found, and those they rewrote from another copy.
+    pub scrub_bad: u64,
+    pub scrub_repaired: u64,
 }
 
 impl Tally {
@@ -94,6 +97,8 @@ impl Tally {
         self.refused += o.refused;
         self.replaced += o.replaced;
         self.unreadable += o.unreadable;
+        self.scrub_bad += o.scrub_bad;
+        self.scrub_repaired += o.scrub_repaired;
     }
 }
 
@@ -145,6 +150,7 @@ impl Sim {
         opts.global_limit = 512 << 10;
         opts.compact_at = rng.random_range(2..=4);
         opts.wal.copies = plan.copies;
+        opts.file_copies = plan.copies;
         opts.wal.fua = rng.random_bool(0.5);
         Sim {
             seed,
@@ -222,6 +228,42 @@ impl Sim {
             return Ok(None);
         }
         self.fail(format!("the open failed: {err}"))
+    }
+
+    /// Scrubs every block file: a bad block is only ever on the faulty
+    /// device, and with two copies of each file a fault that leaves writes
+    /// and reads alone while the scrub runs (bits flipped or blocks moved
+    /// at rest, latent errors) leaves none unrepaired, and a second scrub
+    /// finds nothing.
+    fn scrub(&mut self, shared: &Shared) -> Result<(), String> {
+        let report = shared.engine.scrub();
+        self.tally.scrub_bad += report.bad.len() as u64;
+        self.tally.scrub_repaired += report.repaired() as u64;
+        if let Some(b) = report
+            .bad
+            .iter()
+            .find(|b| b.device != self.plan.target_name())
+        {
+            return self.fail(format!(
+                "the scrub found a bad block on a sound device: {b}"
+            ));
+        }
+        let quiet = matches!(
+            self.plan.fault,
+            Fault::None | Fault::Gray | Fault::AtRest | Fault::Latent
+        );
+        if self.plan.copies == 2 && quiet {
+            if report.unrepaired() > 0 {
+                return self.fail(format!(
+                    "the scrub left blocks bad with two copies: {report}"
+                ));
+            }
+            let again = shared.engine.scrub();
+            if !again.bad.is_empty() {
+                return self.fail(format!("a second scrub found: {again}"));
+            }
+        }
+        Ok(())
     }
 
     /// Reads every key after an open and checks it against the lives
@@ -595,6 +637,9 @@ impl Sim {
             }
             if let Some((ran, required)) = last.take() {
                 self.check(&shared, &ran, required)?;
+            }
+            if self.rng.random_bool(0.5) {
+                self.scrub(&shared)?;
             }
             if life == lives {
                 drop(shared.engine.close());
