@@ -234,6 +234,9 @@ pub struct Manifest<D: Device> {
     state_len: usize,
     stats: ManifestStats,
     poisoned: Option<String>,
+    /// Devices a write failed on while another took it: the manifest goes
+    /// on without them (every record is whole on the others).
+    lost: Vec<bool>,
 }
 
 impl<D: Device> Manifest<D> {
@@ -261,6 +264,7 @@ impl<D: Device> Manifest<D> {
             state_len,
             stats: ManifestStats::default(),
             poisoned: None,
+            lost: Vec::new(),
         };
         // Kill any checkpoint of an earlier manifest in half B first, so
         // it cannot outrank the new one.
@@ -295,6 +299,7 @@ impl<D: Device> Manifest<D> {
             state: found.state,
             stats: ManifestStats::default(),
             poisoned: None,
+            lost: Vec::new(),
         };
         let next = m.generation + 1;
         m.write_checkpoint(queues, next, None)?;
@@ -415,8 +420,19 @@ impl<D: Device> Manifest<D> {
         Ok(())
     }
 
+    /// The manifest devices a write failed on, which it goes on without.
+    pub fn lost(&self) -> Vec<String> {
+        (self.devices.iter().zip(&self.lost))
+            .filter(|(_, &l)| l)
+            .map(|(d, _)| d.info().name.clone())
+            .collect()
+    }
+
     /// Writes `data` at byte `offset` of every device, durably, all at
-    /// once, and waits for every write. A failure poisons the manifest.
+    /// once, and waits for every write. A device the write fails on while
+    /// another takes it is left out from then on (the record is whole on
+    /// the others, and every later one will be); a write no device takes
+    /// poisons the manifest.
     fn write(
         &mut self,
         queues: &mut [D::Queue],
@@ -425,8 +441,13 @@ impl<D: Device> Manifest<D> {
     ) -> Result<(), ManifestError> {
         const TAG: u64 = 0x4d41_4e49_4645_5354; // "MANIFEST"
         let mut first_err: Option<DeviceError> = None;
+        let mut failed = Vec::new();
         let mut pending = Vec::with_capacity(queues.len());
+        self.lost.resize(self.devices.len(), false);
         for (i, (d, q)) in self.devices.iter().zip(queues.iter_mut()).enumerate() {
+            if self.lost[i] {
+                continue;
+            }
             if i == 1 {
                 // Between the two copies of a record.
                 fail::fail_point!("manifest-between-copies");
@@ -444,6 +465,7 @@ impl<D: Device> Manifest<D> {
             match q.submit(req) {
                 Ok(()) => pending.push((i, tag)),
                 Err(rejected) => {
+                    failed.push(i);
                     first_err.get_or_insert(rejected.error);
                 }
             }
@@ -456,6 +478,7 @@ impl<D: Device> Manifest<D> {
                 q.poll(&mut out);
                 if let Some(c) = out.iter_mut().find(|c| c.tag == tag) {
                     if let Err(e) = std::mem::replace(&mut c.result, Ok(())) {
+                        failed.push(i);
                         first_err.get_or_insert(e);
                     }
                     break;
@@ -464,10 +487,21 @@ impl<D: Device> Manifest<D> {
             }
         }
         if let Some(e) = first_err {
-            self.poisoned = Some(e.to_string());
-            return Err(e.into());
+            let took = self.lost.iter().filter(|&&l| !l).count() - failed.len();
+            if took == 0 {
+                self.poisoned = Some(e.to_string());
+                return Err(e.into());
+            }
+            for i in failed {
+                self.lost[i] = true;
+                tracing::error!(
+                    "manifest: a write on device {} failed ({e}); DEGRADED: the manifest goes on on its other device",
+                    self.devices[i].info().name
+                );
+            }
         }
-        self.stats.bytes_written += (data.len() * self.devices.len()) as u64;
+        let live = self.lost.iter().filter(|&&l| !l).count();
+        self.stats.bytes_written += (data.len() * live) as u64;
         self.stats.writes += 1;
         Ok(())
     }
