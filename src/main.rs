@@ -42,21 +42,25 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum DeviceCommand {
-    /// Put a new, empty device where a WAL device was lost (offline: stop
-    /// the appliance first).
+    /// Put a new, empty device where a WAL or data device was lost
+    /// (offline: stop the appliance first).
     ///
-    /// With wal.copies above 1 the appliance runs, and starts, degraded
-    /// without a failed WAL device. This writes the new device through,
-    /// gives it an empty log and the appliance's superblock; the next start
-    /// writes every new batch to it again. Refuses a data device (block
-    /// files have one copy), and a device that still holds the appliance's
-    /// valid superblock unless --force.
+    /// With wal.copies above 1 the appliance runs degraded without a failed
+    /// WAL device. This writes the new device through, gives it an empty
+    /// log and the appliance's superblock; the next start writes every new
+    /// batch to it again. With flush.copies above 1 the appliance runs
+    /// degraded without a failed data device; a new one gets a blank
+    /// manifest area and the superblock, then the engine is opened and
+    /// every block file's copy on it is rewritten from the others before
+    /// the command returns. Refuses a data device with flush.copies: 1
+    /// (nothing to rebuild it from), and a device that still holds the
+    /// appliance's valid superblock unless --force.
     Replace {
         /// The YAML device map (default: $STRIA_CONFIG, else /etc/stria/stria.yaml
         /// when it exists, else the embedded conf/local.yaml).
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// The WAL device to replace, by its name in the map.
+        /// The WAL or data device to replace, by its name in the map.
         #[arg(long)]
         device: String,
         /// The new device's path, when it is not the map's (then point the
@@ -540,15 +544,40 @@ fn run(command: Command) -> Result<ExitCode, String> {
             let moved = with.clone();
             let sb = admin::replace(&cfg, &device, with, force).map_err(|e| e.to_string())?;
             println!("replaced {device}: {sb}");
-            if let Some(path) = moved {
+            if let Some(path) = &moved {
                 println!(
                     "point device {device} of {} at {} before the next start",
                     cfg.source,
                     path.display()
                 );
             }
-            println!("the next start writes every new WAL batch to it again; batches already in the log keep their copies on the other WAL devices until their segments are released");
-            Ok(ExitCode::SUCCESS)
+            if sb.role == stria::config::Role::Wal {
+                println!("the next start writes every new WAL batch to it again; batches already in the log keep their copies on the other WAL devices until their segments are released");
+                return Ok(ExitCode::SUCCESS);
+            }
+            if moved.is_some() {
+                println!("its block files are rebuilt at the next start's scrub, or by `stria scrub` once the map points at it");
+                return Ok(ExitCode::SUCCESS);
+            }
+            // A data device: every file's copy on it comes back from the
+            // others now, before anything serves.
+            let (engine, opened) =
+                stria::engine::Engine::open_config(&cfg.without_background_scrub())
+                    .map_err(|e| e.to_string())?;
+            println!("opened: {opened}");
+            let restored = engine.restore_copies(Duration::from_secs(3600));
+            engine.close().map_err(|e| e.to_string())?;
+            let report = restored?;
+            print!("{report}");
+            println!(
+                "{device} holds a copy of every block file again ({} blocks rewritten from the other copies)",
+                report.repaired()
+            );
+            Ok(if report.unrepaired() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Serve { config, listen } => {
             let (cfg, origin) = locate(config.as_ref())?;

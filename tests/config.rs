@@ -858,3 +858,21 @@ fn data_dir_places_relative_device_paths() {
     let err = error_of("appliance: test", "data-dir: ''\nappliance: test");
     assert!(err.contains("data-dir: is empty"), "{err}");
 }
+
+#[test]
+fn block_file_copies_are_at_most_the_data_devices() {
+    assert_eq!(parse(GOOD).unwrap().flush.copies, 1);
+    for (bad, says) in [
+        (
+            "2",
+            "flush.copies: 2 copies of each block file need as many data devices, and flush.devices has 1",
+        ),
+        ("0", "0 copies of each block file need as many data devices"),
+        ("many", "flush.copies: \"many\" is not a number of copies"),
+    ] {
+        let err = parse(&format!("{GOOD}flush:\n  copies: {bad}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(says), "{bad}: {err}");
+    }
+}

@@ -1,5 +1,6 @@
-//! `stria device replace`: put a new device where a WAL device was lost,
-//! offline (stop the appliance first: the device locks refuse otherwise).
+//! `stria device replace`: put a new device where a WAL or data device was
+//! lost, offline (stop the appliance first: the device locks refuse
+//! otherwise).
 //!
 //! With `wal.copies` above one the appliance runs degraded when a WAL
 //! device fails, and starts degraded while one is missing or unreadable.
@@ -11,8 +12,12 @@
 //! replacement is not built: the WAL reactor would have to take the device
 //! back while it runs.
 //!
-//! Only WAL devices: block files have one copy, so a lost data device has
-//! nothing to be rebuilt from.
+//! A data device, with `flush.copies` above one: the new device gets a
+//! blank manifest area and the superblock; the caller then opens the
+//! engine, which reads every file from its other copies, and rebuilds the
+//! copies the device held ([`crate::engine::Engine::restore_copies`]).
+//! With one copy of each block file a lost data device has nothing to be
+//! rebuilt from, and is refused.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -39,9 +44,15 @@ pub fn replace(
         return Err(refuse(format!("the map has no device named {name:?}")));
     };
     let mut dev = cfg.devices[index].clone();
-    if dev.role != Role::Wal || !cfg.wal.devices.contains(&dev.name) {
+    let used = cfg.wal.devices.contains(&dev.name) || cfg.flush.devices.contains(&dev.name);
+    if !used {
         return Err(refuse(format!(
-            "{name} is a data device: block files have one copy, so a lost data device has nothing to be rebuilt from"
+            "{name} is not one of the map's WAL or flush devices"
+        )));
+    }
+    if dev.role == Role::Data && cfg.flush.copies < 2 {
+        return Err(refuse(format!(
+            "{name} is a data device and flush.copies is 1: its block files have no other copy, so there is nothing to rebuild it from"
         )));
     }
     if in_memory(&dev) {
@@ -49,7 +60,7 @@ pub fn replace(
             "{name} is a sim device, in memory: there is nothing to replace"
         )));
     }
-    if cfg.wal.copies < 2 && !force {
+    if dev.role == Role::Wal && cfg.wal.copies < 2 && !force {
         return Err(refuse(format!(
             "with wal.copies: 1 the log on {name} has no other copy: replacing it loses what the engine has not flushed (pass --force to replace it anyway)"
         )));
@@ -110,7 +121,8 @@ pub fn replace(
     {
         if sb.appliance_id == appliance_id && sb.device == dev.name && !force {
             return Err(refuse(format!(
-                "{name} still holds a valid superblock of appliance {appliance}: if it is failing, pass --force (its copies of the log are lost)"
+                "{name} still holds a valid superblock of appliance {appliance}: if it is failing, pass --force (its copies of the {} are lost)",
+                if dev.role == Role::Wal { "log" } else { "block files" }
             )));
         }
     }
@@ -127,7 +139,7 @@ pub fn replace(
         appliance_id,
         appliance,
         device: dev.name.clone(),
-        role: Role::Wal,
+        role: dev.role,
         block_size: dev.block_size,
         capacity_blocks: opened.info().capacity_blocks,
         formatted_at: SystemTime::now()

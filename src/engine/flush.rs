@@ -423,23 +423,27 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             });
         }
         let bound = TableBuilder::max_file_bytes(&self.opts.table, entries, key_bytes, value_bytes);
-        let places = self.allocate(bound)?;
-        let (dev, offset) = places[0];
-        let id = self.next_file.fetch_add(1, Ordering::SeqCst);
-        let written = self.write_file(queues, id, &places, bound, |builder, w| {
-            ms.for_each_newest_between(above, upto, |k, lsn, kind, v| {
-                builder
-                    .add(k, lsn, kind, v)
-                    .map_err(|e| table_error(dev, offset, e))?;
-                w.drain(builder)
-            })
-        });
-        let meta = match written {
-            Ok(Some(meta)) => meta,
-            Ok(None) => unreachable!("a memstore's file always fits its bound"),
-            Err(e) => {
-                self.unallocate(&places, bound);
-                return Err(e);
+        let (places, id, meta) = loop {
+            let places = self.allocate(bound)?;
+            let (dev, offset) = places[0];
+            let id = self.next_file.fetch_add(1, Ordering::SeqCst);
+            let written = self.write_file(queues, id, &places, bound, |builder, w| {
+                ms.for_each_newest_between(above, upto, |k, lsn, kind, v| {
+                    builder
+                        .add(k, lsn, kind, v)
+                        .map_err(|e| table_error(dev, offset, e))?;
+                    w.drain(builder)
+                })
+            });
+            match written {
+                Ok(Some(meta)) => break (places, id, meta),
+                Ok(None) => unreachable!("a memstore's file always fits its bound"),
+                Err(e) => {
+                    self.unallocate(&places, bound);
+                    if !self.lost_copy(&places) {
+                        return Err(e);
+                    }
+                }
             }
         };
         // The flush mark must never be above what the log holds durably.
@@ -513,7 +517,14 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         }
         let region = &self.region[r as usize];
         let inputs: Vec<Arc<TableHandle<D>>> = region.lock().tables.clone();
-        if inputs.len() < 2 {
+        // One file is rewritten too when it has fewer copies than it
+        // should (written while a data device was lost) and the devices
+        // for them are there.
+        let sound = self.store.lost().iter().filter(|&&l| !l).count();
+        let short = inputs
+            .iter()
+            .any(|t| t.file.places().count() < self.opts.file_copies.min(sound));
+        if inputs.len() < 2 && !short {
             return Ok(());
         }
         // The merged file holds at most what its inputs hold; the extra
@@ -530,6 +541,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             }
             Err(e) => return Err(e),
         };
+        let lost_before = self.store.lost();
         let sources = inputs
             .iter()
             .map(|t| Source::Table(t.table.iter_owned(t.source(), Vec::new(), None), t.clone()))
@@ -572,6 +584,12 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             }
             Err(e) => {
                 self.unallocate(&places, bound);
+                if self.lost_copy(&places) && self.store.lost() != lost_before {
+                    // A device was lost writing it: the files stay as they
+                    // are, and a later compaction writes it elsewhere.
+                    self.sched.push_compaction(r);
+                    return Ok(());
+                }
                 return Err(e);
             }
         };
@@ -676,14 +694,23 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     fn allocate(&self, bytes: u64) -> Result<Vec<(u32, u64)>> {
         let c = &self.counters.flush;
         let mut ext = self.store.extents.lock().expect("extents");
-        let mut order: Vec<u32> = (0..ext.devices() as u32).collect();
+        // Lost devices take no new file: a file gets as many copies as
+        // there are devices left, up to `file_copies`.
+        let mut order: Vec<u32> = (0..ext.devices() as u32)
+            .filter(|&d| !self.store.is_lost(d))
+            .collect();
         order.sort_by_key(|&d| {
             (
                 c.running[d as usize].load(Ordering::Relaxed),
                 u64::MAX - ext.free_bytes(d),
             )
         });
-        let copies = self.opts.file_copies.max(1);
+        if order.is_empty() {
+            return Err(EngineError::Layout(
+                "every data device is lost: no block file can be written".into(),
+            ));
+        }
+        let copies = self.opts.file_copies.clamp(1, order.len());
         let mut places = Vec::with_capacity(copies);
         for d in order {
             if let Some(offset) = ext.alloc(d, bytes) {
@@ -792,41 +819,55 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             room,
             chunk: self.opts.flush_chunk,
             overflow: false,
+            failed: None,
         };
-        let filled = fill(&mut builder, &mut w);
-        if let Err(e) = filled {
-            w.drain_all()?;
-            return Err(e);
+        let written = (|| {
+            let filled = fill(&mut builder, &mut w);
+            if let Err(e) = filled {
+                w.drain_all()?;
+                return Err(e);
+            }
+            if w.overflow {
+                w.drain_all()?;
+                return Ok(None);
+            }
+            let (tail, meta, crcs) = builder
+                .finish_copies()
+                .map_err(|e| table_error(dev, offset, e))?;
+            let mut at = w.written();
+            if at + tail.len() as u64 > room {
+                w.drain_all()?;
+                return Ok(None);
+            }
+            for piece in tail.chunks(w.chunk) {
+                let mut buf = w.copies[0].buffer(piece.len());
+                buf.copy_from_slice(piece);
+                w.submit(buf, at, &crcs)?;
+                at += piece.len() as u64;
+            }
+            w.finish(&self.counters.flush, meta.file_bytes)?;
+            Ok(Some(meta))
+        })();
+        if written.is_err() {
+            // Nothing of the file may still be in flight when its extents
+            // go back.
+            w.drain_all().ok();
         }
-        if w.overflow {
-            w.drain_all()?;
-            return Ok(None);
+        if let (Err(e), Some(d), true) = (&written, w.failed, places.len() > 1) {
+            // With other copies, the device is left out and the file is
+            // written again on the devices left (see `Inner::lost_copy`);
+            // alone, the flush fails.
+            self.store
+                .lose(d, &format!("a block file write failed ({e})"));
         }
-        let (tail, meta, crcs) = builder
-            .finish_copies()
-            .map_err(|e| table_error(dev, offset, e))?;
-        let mut at = w.written();
-        if at + tail.len() as u64 > room {
-            w.drain_all()?;
-            return Ok(None);
-        }
-        for piece in tail.chunks(w.chunk) {
-            let mut buf = w.copies[0].buffer(piece.len());
-            buf.copy_from_slice(piece);
-            w.submit(buf, at, &crcs)?;
-            at += piece.len() as u64;
-        }
-        w.drain_all()?;
-        let c = &self.counters.flush;
-        for cw in &mut w.copies {
-            let d = cw.dev as usize;
-            c.device_writes[d].fetch_add(cw.writes, Ordering::Relaxed);
-            c.device_flush_commands[d].fetch_add(1, Ordering::Relaxed);
-            let flushed = wait::run(cw.queue, Request::flush(u64::MAX)).map_err(|r| r.error)?;
-            flushed.result?;
-            c.device_bytes[d].fetch_add(meta.file_bytes, Ordering::Relaxed);
-        }
-        Ok(Some(meta))
+        written
+    }
+
+    /// Whether a file write that failed at `places` lost one of their
+    /// devices (see [`Store::lose`]) and may be written again on the
+    /// devices left.
+    fn lost_copy(&self, places: &[(u32, u64)]) -> bool {
+        places.iter().any(|&(d, _)| self.store.is_lost(d)) && self.store.lost().iter().any(|&l| !l)
     }
 }
 
@@ -855,6 +896,8 @@ pub(super) struct FileWriter<'a, D: Device> {
     room: u64,
     chunk: usize,
     overflow: bool,
+    /// The data device of the first copy whose write failed.
+    failed: Option<u32>,
 }
 
 impl<D: Device> FileWriter<'_, D> {
@@ -893,15 +936,41 @@ impl<D: Device> FileWriter<'_, D> {
             let mut copy = cw.buffer(buf.len());
             copy.copy_from_slice(&buf);
             crcs.patch(k, at, &mut copy);
-            cw.submit(copy)?;
+            if let Err(e) = cw.submit(copy) {
+                self.failed.get_or_insert(cw.dev);
+                return Err(e);
+            }
         }
-        self.copies[0].submit(buf)
+        let cw = &mut self.copies[0];
+        cw.submit(buf).inspect_err(|_| {
+            self.failed.get_or_insert(cw.dev);
+        })
+    }
+
+    /// Waits for every copy's writes, then flushes each copy's device.
+    fn finish(&mut self, counters: &FlushCounters, file_bytes: u64) -> Result<()> {
+        self.drain_all()?;
+        for cw in &mut self.copies {
+            let d = cw.dev as usize;
+            counters.device_writes[d].fetch_add(cw.writes, Ordering::Relaxed);
+            counters.device_flush_commands[d].fetch_add(1, Ordering::Relaxed);
+            let flushed = wait::run(cw.queue, Request::flush(u64::MAX))
+                .map_err(|r| r.error)
+                .and_then(|c| c.result);
+            if let Err(e) = flushed {
+                self.failed.get_or_insert(cw.dev);
+                return Err(e.into());
+            }
+            counters.device_bytes[d].fetch_add(file_bytes, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     fn drain_all(&mut self) -> Result<()> {
         let mut first = None;
         for cw in &mut self.copies {
             if let Err(e) = cw.drain_all() {
+                self.failed.get_or_insert(cw.dev);
                 first.get_or_insert(e);
             }
         }

@@ -393,6 +393,24 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             );
             engine.flush_all()?;
         }
+        // Block files with fewer copies than `flush.copies` (written while
+        // a data device was lost): their regions are compacted, which
+        // writes each again in as many copies.
+        let want = engine
+            .inner
+            .opts
+            .file_copies
+            .min(engine.inner.store.devices.len());
+        for (r, region) in engine.inner.region.iter().enumerate() {
+            if region
+                .view()
+                .tables
+                .iter()
+                .any(|t| t.file.places().count() < want)
+            {
+                engine.inner.sched.push_compaction(r as u32);
+            }
+        }
         // After the replay, which has the devices until then; a failure
         // here drops the engine, which stops the flush reactors.
         engine.scrubber = scrubber::spawn(&engine.inner, engine.inner.opts.scrub)

@@ -1,9 +1,14 @@
 //! Repairing a block file's copy from its others: the device blocks that
 //! cover a bad range are rebuilt from another copy's bytes (each block
 //! checked there and resealed for the bad copy's place) and written back,
-//! then the range is read again and checked.
+//! then the range is read again and checked; and putting every file back
+//! at its number of copies after a data device was replaced.
 
+use std::time::{Duration, Instant};
+
+use super::scrub::ScrubReport;
 use super::store::TableHandle;
+use super::Engine;
 use crate::device::Device;
 use crate::table::Place;
 
@@ -66,4 +71,41 @@ pub(super) fn repair<D: Device<Queue: Send>>(
     } else {
         format!("no other copy is good there ({})", why.join("; "))
     })
+}
+
+impl<D: Device<Queue: Send> + Clone> Engine<D> {
+    /// Puts every block file back at `flush.copies` copies after a data
+    /// device was replaced by a blank one: a scrub rewrites the copies the
+    /// device held from the others, and the files written with fewer
+    /// copies while it was lost are compacted into files with all of them
+    /// (their regions were queued at open). Returns the scrub's report
+    /// once no file is short of a copy, or an error after `patience`.
+    pub fn restore_copies(&self, patience: Duration) -> Result<ScrubReport, String> {
+        let report = self.scrub();
+        let want = self
+            .inner
+            .opts
+            .file_copies
+            .min(self.inner.store.lost().iter().filter(|&&l| !l).count());
+        let until = Instant::now() + patience;
+        loop {
+            if let Some(e) = self.inner.failure() {
+                return Err(e.to_string());
+            }
+            let short = self
+                .files()
+                .iter()
+                .filter(|f| f.places().count() < want)
+                .count();
+            if short == 0 {
+                return Ok(report);
+            }
+            if Instant::now() >= until {
+                return Err(format!(
+                    "{short} block files still have fewer than {want} copies after {patience:?}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

@@ -65,6 +65,9 @@ pub struct EngineStats {
     /// Data blocks read from a file's other copy because the first copy
     /// read was bad.
     pub copy_reads: u64,
+    /// Per data device, whether a write to it failed while the file's
+    /// other copies were written: it takes no new file.
+    pub data_lost: Vec<bool>,
     /// The background scrub.
     pub scrub: super::ScrubProgress,
     pub memory: MemoryStats,
@@ -186,6 +189,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             block_cache: i.store.cache.stats(),
             file_copies: i.opts.file_copies,
             copy_reads: load(&i.store.copy_reads),
+            data_lost: i.store.lost(),
             scrub: i.scrub.progress(),
             memory: i.memory.stats(),
             region_bytes,

@@ -25,6 +25,9 @@ pub struct Store<D: Device> {
     /// Data blocks read from a file's other copy because the first one
     /// read was bad.
     pub copy_reads: AtomicU64,
+    /// Devices a block file write failed on while its other copies were
+    /// written: no file goes there any more, and reads try them last.
+    lost: Vec<AtomicBool>,
 }
 
 impl<D: Device<Queue: Send>> Store<D> {
@@ -36,6 +39,7 @@ impl<D: Device<Queue: Send>> Store<D> {
             reads: (0..n).map(|_| AtomicU64::new(0)).collect(),
             read_bytes: (0..n).map(|_| AtomicU64::new(0)).collect(),
             copy_reads: AtomicU64::new(0),
+            lost: (0..n).map(|_| AtomicBool::new(false)).collect(),
             devices,
             extents: Mutex::new(extents),
         }
@@ -97,6 +101,26 @@ impl<D: Device<Queue: Send>> Store<D> {
         wrote
     }
 
+    /// Leaves device `dev` out of new files from now on, saying so.
+    pub fn lose(&self, dev: u32, why: &str) {
+        if !self.lost[dev as usize].swap(true, Ordering::SeqCst) {
+            tracing::error!(
+                "data device {}: {why}; DEGRADED: new block files go to the other data devices, reads of the files it holds come from their other copies",
+                self.devices[dev as usize].info().name
+            );
+        }
+    }
+
+    /// Whether device `dev` was lost (see [`Store::lose`]).
+    pub fn is_lost(&self, dev: u32) -> bool {
+        self.lost[dev as usize].load(Ordering::SeqCst)
+    }
+
+    /// Per data device, whether it was lost.
+    pub fn lost(&self) -> Vec<bool> {
+        self.lost.iter().map(|l| l.load(Ordering::SeqCst)).collect()
+    }
+
     /// Reads done by readers on each device, and their bytes.
     pub fn read_counts(&self) -> Vec<(u64, u64)> {
         self.reads
@@ -122,7 +146,10 @@ impl<D: Device<Queue: Send>> TableHandle<D> {
     /// from the first of its copies that reads back whole.
     pub fn open(store: Arc<Store<D>>, file: FileRecord) -> Result<TableHandle<D>> {
         let mut first = None;
-        for (i, place) in read_order(&file).into_iter().enumerate() {
+        for (i, place) in sound_first(&store, &read_order(&file))
+            .into_iter()
+            .enumerate()
+        {
             let src = FileSource {
                 store: store.clone(),
                 file: file.id,
@@ -221,6 +248,13 @@ fn read_order(file: &FileRecord) -> Vec<(u32, u64)> {
     places
 }
 
+/// `places` with the copies on lost devices last.
+fn sound_first<D: Device<Queue: Send>>(store: &Store<D>, places: &[(u32, u64)]) -> Vec<(u32, u64)> {
+    let mut order = places.to_vec();
+    order.sort_by_key(|&(d, _)| store.is_lost(d));
+    order
+}
+
 /// The error for `e` in the copy at `place` of block file `file`, naming
 /// its device and block.
 fn corrupt<D: Device<Queue: Send>>(
@@ -296,15 +330,20 @@ impl<D: Device<Queue: Send>> BlockSource for FileSource<D> {
             return self.read_at(offset, len);
         }
         let mut first = None;
-        for (i, &place) in self.places.iter().enumerate() {
+        for (i, place) in sound_first(&self.store, &self.places)
+            .into_iter()
+            .enumerate()
+        {
             let checked = self.read_copy(place, offset, len).and_then(|b| {
                 crate::table::check_crc(&b, "data block", offset, self.place_of(place))?;
                 Ok(b)
             });
             match checked {
                 Ok(mut b) => {
-                    if i > 0 {
+                    if place != self.places[0] {
                         self.place_of(self.places[0]).reseal(&mut b, offset);
+                    }
+                    if i > 0 {
                         self.store.copy_reads.fetch_add(1, Ordering::Relaxed);
                     }
                     return Ok(b);

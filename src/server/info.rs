@@ -427,9 +427,7 @@ fn devices<D: Device<Queue: Send> + Clone>(w: &mut Section, engine: &Engine<D>, 
             let _ = write!(v, ",fua_writes={fua}");
         }
         let _ = write!(v, ",errors={}", d.errors);
-        if d.role == "wal" {
-            let _ = write!(v, ",state={}", if d.lost { "lost" } else { "ok" });
-        }
+        let _ = write!(v, ",state={}", if d.lost { "lost" } else { "ok" });
         w.kv(&format!("device_{}", key_safe(&d.name)), v);
     }
 }
@@ -439,6 +437,10 @@ fn scrub(w: &mut Section, s: &EngineStats) {
     let p = &s.scrub;
     w.kv("block_file_copies", s.file_copies);
     w.kv("block_copy_reads", s.copy_reads);
+    w.kv(
+        "data_devices_lost",
+        s.data_lost.iter().filter(|&&l| l).count(),
+    );
     w.kv("scrub_rate", p.rate);
     w.kv("scrub_running", u8::from(p.running));
     w.kv("scrub_passes", p.passes);

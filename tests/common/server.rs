@@ -45,6 +45,9 @@ pub struct Map {
     pub wal_copies: Option<usize>,
     /// The map's `wal.submit`: `shard` or `reactor`.
     pub wal_submit: &'static str,
+    /// `Some(n)`: two data devices, `data0` and `data1`, and
+    /// `flush.copies: n`.
+    pub file_copies: Option<usize>,
 }
 
 impl Default for Map {
@@ -62,6 +65,7 @@ impl Default for Map {
             durability: "sync",
             wal_copies: None,
             wal_submit: "shard",
+            file_copies: None,
         }
     }
 }
@@ -95,15 +99,22 @@ impl Map {
             ),
             None => (String::new(), String::new()),
         };
+        let (data1, file_copies) = match self.file_copies {
+            Some(n) => (
+                format!("  - {{ name: data1, backend: {b}, path: ./data/data1.img, size: {}, role: data, queue-depth: 32 }}\n", self.data_size),
+                format!(", copies: {n}"),
+            ),
+            None => (String::new(), String::new()),
+        };
         format!(
             "appliance: servertest
 reactors: {{ wal: [0], flush: [1], idle: park, spin-us: 20 }}
 devices:
   - {{ name: wal0, backend: {b}, path: ./data/wal0.img, size: 8MiB, role: wal, queue-depth: 32 }}
 {wal1}  - {{ name: data0, backend: {b}, path: ./data/data0.img, size: {}, role: data, queue-depth: 32 }}
-wal: {{ segment-size: 1MiB, max-batch: 256KiB, durability: {}{copies}, submit: {} }}
+{data1}wal: {{ segment-size: 1MiB, max-batch: 256KiB, durability: {}{copies}, submit: {} }}
 memstore: {{ regions: 4, flush-size: 2MiB, global-limit: 8MiB, max-key: {}, max-value: {} }}
-flush: {{ manifest-size: 256KiB }}
+flush: {{ manifest-size: 256KiB{file_copies} }}
 {server}",
             self.data_size, self.durability, self.wal_submit, self.max_key, self.max_value
         )

@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use stria::engine::Engine;
 use stria::layout::manifest::FileRecord;
 
-use crate::engine_env::{model, open, options, Devices};
+use stria::config::Durability;
+use stria::device::sim::SimDevice;
+
+use crate::engine_env::{key, model, open, options, value, Devices};
 use crate::fill;
 
 /// An engine on two data devices with two copies of each file and no
@@ -140,12 +143,62 @@ fn a_block_bad_in_both_copies_is_named_not_returned() {
 }
 
 #[test]
-fn a_vanished_data_device_loses_no_key_with_two_copies() {
+fn a_data_device_lost_under_writes_costs_nothing_and_a_new_one_restores_two_copies() {
     let (devs, opts) = two_copies(44);
     let (e, _) = open(&devs, &opts);
-    let model = fill(&e, 300, 200);
+    let mut model = fill(&e, 300, 200);
     e.flush_all().unwrap();
+    let before = e.files();
     devs.data[1].vanish();
+    check_all(&e, &model);
+    // Writes go on: flushes write one copy, on data0, and say so.
+    for i in 0..400u64 {
+        let (k, v) = (key(1000 + i), value(i, 9, 300));
+        e.put(&k, &v, Some(Durability::Write)).unwrap();
+        model.insert(k, v);
+    }
+    e.flush_all().unwrap();
+    assert_eq!(e.stats().data_lost, [false, true]);
+    let after = e.files();
+    let new: Vec<&FileRecord> = after.iter().filter(|f| !before.contains(f)).collect();
+    assert!(!new.is_empty());
+    assert!(
+        new.iter().all(|f| f.device == 0 && f.copies.is_empty()),
+        "{new:?}"
+    );
+    check_all(&e, &model);
+    e.close().unwrap();
+    // The lost device stops a start, named; a new blank one in its place
+    // (what `stria device replace` leaves) starts, every key readable, and
+    // a scrub and the compaction of files with one copy put two copies of
+    // everything back.
+    let mut devs = devs.reboot(3);
+    let err = Engine::open(devs.engine_devices(), opts.clone())
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("data1"), "{err}");
+    devs.data[1] = SimDevice::new("data1", 4096, 64 * 256, 64, crate::engine_env::model(8));
+    let (e, _) = open(&devs, &opts);
+    check_all(&e, &model);
+    // (The compactions at the start may have rewritten every file before
+    // the scrub comes to it.)
+    let report = e.scrub();
+    assert_eq!(report.unrepaired(), 0, "{report}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while e.files().iter().any(|f| f.copies.len() != 1) || e.stats().running_jobs > 0 {
+        assert!(std::time::Instant::now() < deadline, "{:?}", e.files());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(e.scrub().bad.is_empty());
+    check_all(&e, &model);
+    e.close().unwrap();
+    // data0 can go now: everything is on data1 too.
+    let devs = devs.reboot(4);
+    let (e, _) = open(&devs, &opts);
+    for f in e.files() {
+        let (_, at) = f.places().find(|&(d, _)| d == 0).unwrap();
+        devs.data[0].add_latent_errors(at / 4096, f.len / 4096);
+    }
     check_all(&e, &model);
     e.close().unwrap();
 }

@@ -98,3 +98,81 @@ fn a_replaced_wal_device_takes_both_copies_again() {
     check_keys(&s, 400);
     s.stop();
 }
+
+/// Bytes `[from, ..)` of the device file `name` overwritten with garbage:
+/// its block files' copies, past the reserved MiB and the manifest.
+fn garble_files(dir: &std::path::Path, name: &str) {
+    let path = dir.join(format!("data/{name}.img"));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let from = (1 << 20) + (256 << 10);
+    for (i, b) in bytes[from..].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(31) ^ 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+}
+
+/// Data blocks read from another copy of their file since the start.
+fn copy_reads(s: &Server) -> u64 {
+    let mut c = s.client();
+    let info: String = redis::cmd("INFO").arg("scrub").query(&mut c).unwrap();
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("block_copy_reads:"))
+        .expect("block_copy_reads in INFO scrub");
+    line.trim().parse().unwrap()
+}
+
+#[test]
+fn with_two_copies_of_each_block_file_a_lost_data_device_costs_no_key() {
+    let dir = tempdir();
+    let map = Map {
+        file_copies: Some(2),
+        ..Map::default()
+    };
+    let s = Server::start(dir.path(), &map);
+    set_keys(&s, 0, 400);
+    // A clean stop flushes them: block files, a copy on each data device.
+    s.stop();
+    // Every block file's copy on data1 is garbage: the next start reads
+    // them from data0, then dies under load.
+    garble_files(dir.path(), "data1");
+    let s = Server::start(dir.path(), &map);
+    check_keys(&s, 400);
+    assert!(copy_reads(&s) > 0);
+    set_keys(&s, 400, 800);
+    s.kill9();
+
+    // data1 is gone: the start names it; a new one in its place takes a
+    // copy of every block file before the command returns.
+    std::fs::remove_file(dir.path().join("data/data1.img")).unwrap();
+    let (status, printed) = serve_to_exit(dir.path(), &map, "127.0.0.1:0");
+    assert!(!status.success());
+    assert!(printed.all().contains("data1"), "{}", printed.all());
+    let (ok, text) = stria(
+        dir.path(),
+        &[
+            "device",
+            "replace",
+            "--config",
+            "stria.yaml",
+            "--device",
+            "data1",
+        ],
+    );
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("data1 holds a copy of every block file again"),
+        "{text}"
+    );
+
+    // So data0's copies can go bad now: every key comes from data1's.
+    garble_files(dir.path(), "data0");
+    let s = Server::start(dir.path(), &map);
+    check_keys(&s, 800);
+    assert!(copy_reads(&s) > 0);
+    let mut c = s.client();
+    let info: String = redis::cmd("INFO").arg("scrub").query(&mut c).unwrap();
+    assert!(info.contains("block_file_copies:2"), "{info}");
+    assert!(info.contains("data_devices_lost:0"), "{info}");
+    s.stop();
+}

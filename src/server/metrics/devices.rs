@@ -78,7 +78,7 @@ pub fn device_figures<D: Device<Queue: Send> + Clone>(
             flushes: at(&stats.device_flush_commands, i),
             fua_writes: None,
             errors: d.errors(),
-            lost: false,
+            lost: stats.data_lost.get(i).copied().unwrap_or(false),
         });
     }
     out
