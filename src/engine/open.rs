@@ -313,8 +313,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         let highest_mark = state.flushed_lsn.iter().copied().max().unwrap_or(0);
         if recovered.next_lsn <= highest_mark {
             return Err(EngineError::Layout(format!(
-                "the WAL ends before LSN {} ({}) but block files hold records up to LSN {highest_mark}: the log lost records it had made durable",
-                recovered.next_lsn, recovered.report.end
+                "the WAL ends before LSN {} ({}; {}) but block files hold records up to LSN {highest_mark}: the log lost records it had made durable",
+                recovered.next_lsn, recovered.report.end, recovered.report.ends
             )));
         }
         let regions = Regions::new(opts.split_keys.clone());

@@ -167,6 +167,10 @@ pub struct RecoveryReport {
     /// Valid segments scanned, and bytes read doing it.
     pub segments: u64,
     pub bytes_read: u64,
+    /// Where each device's log ends before the first LSN after the
+    /// prefix, and what lies there: where a batch lost though something
+    /// else says it was durable would have been.
+    pub ends: String,
 }
 
 /// Why the prefix ends where it does.
@@ -292,6 +296,7 @@ pub fn recover<D: Device>(
             .collect(),
         segments: scans.iter().map(|s| s.segments.len() as u64).sum(),
         bytes_read: scans.iter().map(|s| s.bytes_read).sum(),
+        ends: plan.ends,
     };
     Ok(Recovered {
         records,

@@ -46,6 +46,8 @@ pub(super) struct Plan {
     pub dropped_records: u64,
     /// Taken batches found on one device alone.
     pub single_copy: u64,
+    /// Where each device's log ends before `next_lsn`, and what is there.
+    pub ends: String,
 }
 
 /// Where a batch is, for messages.
@@ -206,6 +208,7 @@ pub(super) fn plan(
         dropped_batches,
         dropped_records,
         single_copy,
+        ends: ends_before(next_lsn, found, scans, names),
     })
 }
 
