@@ -110,11 +110,16 @@ impl Plan {
                 || (!self.on_wal() && matches!(self.fault, Fault::Vanish | Fault::IoError)))
     }
 
-    /// Whether the faulty device is a WAL device with a second copy of
-    /// each batch elsewhere: when it stops a start, the operator replaces
-    /// it.
+    /// Whether the faulty device has a second copy of what it holds
+    /// elsewhere (each WAL batch, or each block file): when it stops a
+    /// start, the operator replaces it.
     pub fn replaces(&self) -> bool {
-        self.harmful() && self.on_wal() && self.copies == 2
+        self.harmful() && self.copies == 2
+    }
+
+    /// Whether the faulty device is a data device.
+    pub fn on_data(&self) -> bool {
+        !self.on_wal()
     }
 
     /// The faulty device's name.
@@ -174,7 +179,8 @@ impl Plan {
     pub fn replacement(&self) -> SimDevice {
         let mut m = self.model(self.target + 100);
         m.faults = SimFaults::default();
-        SimDevice::new(self.target_name(), 4096, 4096, 64, m)
+        let blocks = if self.on_wal() { 4096 } else { 8192 };
+        SimDevice::new(self.target_name(), 4096, blocks, 64, m)
     }
 
     /// Faults that strike between runs, on the devices as a crash left

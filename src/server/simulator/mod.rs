@@ -178,6 +178,7 @@ impl Sim {
     /// would. `None`: the open was refused as the plan allows.
     fn open(&mut self, devs: &mut EngineDevices<SimDevice>) -> Result<Option<Shared>, String> {
         let mut earlier = Vec::new();
+        let mut replaced_data = false;
         for attempt in 0..3 {
             let any = EngineDevices {
                 wal: devs.wal.iter().cloned().map(AnyDevice::from).collect(),
@@ -187,6 +188,15 @@ impl Sim {
                 Ok((engine, report)) => {
                     if std::env::var("STRIA_SIM_TRACE").is_ok() {
                         eprintln!("open: {report}");
+                    }
+                    // A new data device: every block file's copy on it is
+                    // rewritten from the other, as `stria device replace`
+                    // does before it returns.
+                    if replaced_data {
+                        if let Err(e) = engine.restore_copies(Duration::from_secs(60)) {
+                            return self
+                                .fail(format!("restoring the copies on the new data device: {e}"));
+                        }
                     }
                     let opts = ServerOptions {
                         max_value: 60 << 10,
@@ -208,8 +218,12 @@ impl Sim {
                 earlier.push(err.clone());
                 self.tally.named += 1;
                 if attempt == 1 || err.contains("vanished") {
-                    devs.wal[self.plan.target] = self.plan.replacement();
+                    match self.plan.on_data() {
+                        true => devs.data[self.plan.target - 2] = self.plan.replacement(),
+                        false => devs.wal[self.plan.target] = self.plan.replacement(),
+                    }
                     self.tally.replaced += 1;
+                    replaced_data |= self.plan.on_data();
                 }
                 continue;
             }
