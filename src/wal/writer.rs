@@ -120,7 +120,7 @@ impl Wal {
         // A batch and its segment header must fit in one segment.
         let batch_bytes = opts.max_batch.min(opts.segment_size - bs).max(bs);
         let batch_bytes = (batch_bytes / bs * bs) as usize;
-        let recovered = recover(
+        let mut recovered = recover(
             &devices,
             &RecoveryOptions {
                 replay_from: opts.replay_from,
@@ -131,6 +131,10 @@ impl Wal {
                 lose_unreadable: opts.lose_unreadable.min(copies - 1),
             },
         )?;
+        if copies == 1 {
+            // A striped log of one copy has every batch on one device.
+            recovered.report.single_copy_batches = 0;
+        }
         let published = Arc::new(Published::default());
         let stats = Arc::new(WalStats::new(devices.len()));
         for (d, log) in recovered.devices.iter().enumerate() {
