@@ -31,6 +31,22 @@ fn check_keys(s: &Server, to: u32) {
     }
 }
 
+/// `stria device replace` of device `name` of `dir/stria.yaml`.
+fn replace(dir: &std::path::Path, name: &str, force: bool) -> (bool, String) {
+    let mut args = vec![
+        "device",
+        "replace",
+        "--config",
+        "stria.yaml",
+        "--device",
+        name,
+    ];
+    if force {
+        args.push("--force");
+    }
+    stria(dir, &args)
+}
+
 #[test]
 fn a_replaced_wal_device_takes_both_copies_again() {
     let dir = tempdir();
@@ -38,20 +54,7 @@ fn a_replaced_wal_device_takes_both_copies_again() {
         wal_copies: Some(2),
         ..Map::default()
     };
-    let replace = |name: &str, force: bool| {
-        let mut args = vec![
-            "device",
-            "replace",
-            "--config",
-            "stria.yaml",
-            "--device",
-            name,
-        ];
-        if force {
-            args.push("--force");
-        }
-        stria(dir.path(), &args)
-    };
+    let replace = |name: &str, force: bool| replace(dir.path(), name, force);
     let s = Server::start(dir.path(), &map);
     set_keys(&s, 0, 200);
     // Refused while the appliance runs (the device locks).
@@ -148,17 +151,7 @@ fn with_two_copies_of_each_block_file_a_lost_data_device_costs_no_key() {
     let (status, printed) = serve_to_exit(dir.path(), &map, "127.0.0.1:0");
     assert!(!status.success());
     assert!(printed.all().contains("data1"), "{}", printed.all());
-    let (ok, text) = stria(
-        dir.path(),
-        &[
-            "device",
-            "replace",
-            "--config",
-            "stria.yaml",
-            "--device",
-            "data1",
-        ],
-    );
+    let (ok, text) = replace(dir.path(), "data1", false);
     assert!(ok, "{text}");
     assert!(
         text.contains("data1 holds a copy of every block file again"),

@@ -561,6 +561,14 @@ fn geometry_is_checked() {
     assert!(geo(Manifest::create(Vec::new(), AREA, initial(), &mut [])));
 }
 
+/// The devices after a process crash (a failed FUA write latched the
+/// device's flush error: this restarts it).
+fn restarted(devs: &[SimDevice]) -> Vec<SimDevice> {
+    devs.iter()
+        .map(|d| d.reboot_after_process_crash(0))
+        .collect()
+}
+
 /// A write one mirror fails while the other takes it: the manifest goes
 /// on without that device (every later record is whole on the other), and
 /// the next open finds every edit.
@@ -587,12 +595,7 @@ fn a_write_failing_on_one_mirror_leaves_it_out_and_goes_on() {
         }
         assert_eq!(m.lost(), ["m0"]);
         drop((m, qs));
-        // (The failed FUA write latched m0's flush error: restart it.)
-        let devs: Vec<SimDevice> = devs
-            .iter()
-            .map(|d| d.reboot_after_process_crash(0))
-            .collect();
-        assert_eq!(open_state(&devs, AREA), model);
+        assert_eq!(open_state(&restarted(&devs), AREA), model);
     }
 }
 
@@ -631,11 +634,7 @@ fn a_write_no_device_takes_poisons_until_reopened() {
             Err(ManifestError::Poisoned(_))
         ));
         drop((m, qs));
-        let devs: Vec<SimDevice> = devs
-            .iter()
-            .map(|d| d.reboot_after_process_crash(0))
-            .collect();
-        assert_eq!(open_state(&devs, AREA), model);
+        assert_eq!(open_state(&restarted(&devs), AREA), model);
     }
 }
 
