@@ -468,13 +468,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         match (opened, failed) {
             (Ok(h), None) => Ok(MemstoreFile::File(file, Arc::new(h), meta.file_bytes)),
             (opened, failed) => {
-                // Nothing refers to the file yet: its space goes back.
-                let mut ext = self.store.extents.lock().expect("extents");
-                for (dev, offset) in file.places() {
-                    if let Err(e) = ext.free(dev, offset, file.len) {
-                        tracing::error!("freeing an unrecorded block file: {e}");
-                    }
-                }
+                self.free_unrecorded(&file);
                 Err(failed.unwrap_or_else(|| opened.err().expect("not both fine")))
             }
         }
@@ -541,7 +535,6 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             }
             Err(e) => return Err(e),
         };
-        let lost_before = self.store.lost();
         let sources = inputs
             .iter()
             .map(|t| Source::Table(t.table.iter_owned(t.source(), Vec::new(), None), t.clone()))
@@ -584,9 +577,10 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             }
             Err(e) => {
                 self.unallocate(&places, bound);
-                if self.lost_copy(&places) && self.store.lost() != lost_before {
-                    // A device was lost writing it: the files stay as they
-                    // are, and a later compaction writes it elsewhere.
+                if self.lost_copy(&places) {
+                    // A device was lost writing it (`allocate` gives none
+                    // that was lost before): the files stay as they are,
+                    // and a later compaction writes it elsewhere.
                     self.sched.push_compaction(r);
                     return Ok(());
                 }
@@ -601,7 +595,13 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         } else {
             let file = self.file_record(id, r, &places, &meta, max_lsn);
             self.shrink(&places, bound, meta.file_bytes);
-            let handle = Arc::new(TableHandle::open(self.store.clone(), file.clone())?);
+            let handle = match TableHandle::open(self.store.clone(), file.clone()) {
+                Ok(h) => Arc::new(h),
+                Err(e) => {
+                    self.free_unrecorded(&file);
+                    return Err(e);
+                }
+            };
             (vec![file], Some(handle))
         };
         let edit = Edit {
@@ -735,6 +735,17 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         largest.sort_unstable_by(|a, b| b.cmp(a));
         let largest = largest.get(copies - 1).copied().unwrap_or(0);
         Err(EngineError::NoSpace { bytes, largest })
+    }
+
+    /// Gives back the space of every copy of `file`, written but not
+    /// recorded: nothing refers to it.
+    fn free_unrecorded(&self, file: &FileRecord) {
+        let mut ext = self.store.extents.lock().expect("extents");
+        for (dev, offset) in file.places() {
+            if let Err(e) = ext.free(dev, offset, file.len) {
+                tracing::error!("freeing an unrecorded block file: {e}");
+            }
+        }
     }
 
     /// Gives back the extents `allocate` reserved that no file will use.

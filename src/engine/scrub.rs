@@ -113,6 +113,11 @@ pub(super) fn check<D: Device<Queue: Send>>(
             ));
             if out.bad.last().is_some_and(|b| b.repaired.is_some()) {
                 verified = Table::verify_paced(&src, f.len, &mut pace);
+                if let (Err(e), Some(b)) = (&verified, out.bad.last_mut()) {
+                    b.unrepaired =
+                        Some(format!("rewritten, but the copy still does not open: {e}"));
+                    b.repaired = None;
+                }
             }
         }
         let Ok(v) = verified else {

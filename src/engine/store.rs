@@ -209,7 +209,12 @@ impl<D: Device<Queue: Send>> TableHandle<D> {
     /// The engine error for a failure reading this file (through
     /// [`TableHandle::source`]: its first copy read is named).
     pub fn error(&self, e: TableError) -> EngineError {
-        corrupt(&self.store, &self.file, read_order(&self.file)[0], e)
+        corrupt(
+            &self.store,
+            &self.file,
+            sound_first(&self.store, &read_order(&self.file))[0],
+            e,
+        )
     }
 
     /// The store the file lies in.
