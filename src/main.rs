@@ -551,8 +551,21 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     path.display()
                 );
             }
+            if sb.role == stria::config::Role::Wal && moved.is_some() {
+                println!("the next start writes every new WAL batch to it again, flushes the memstores and clears the mark that it lacks the log");
+                return Ok(ExitCode::SUCCESS);
+            }
             if sb.role == stria::config::Role::Wal {
-                println!("the next start writes every new WAL batch to it again; batches already in the log keep their copies on the other WAL devices until their segments are released");
+                // A start with every WAL device writes the log to it again
+                // and, once the memstores are flushed, clears its mark.
+                let (engine, opened) =
+                    stria::engine::Engine::open_config(&cfg.without_background_scrub())
+                        .map_err(|e| e.to_string())?;
+                println!("opened: {opened}");
+                engine.close().map_err(|e| e.to_string())?;
+                println!(
+                    "{device} holds the log again: every WAL batch from now on has its copies"
+                );
                 return Ok(ExitCode::SUCCESS);
             }
             if moved.is_some() {

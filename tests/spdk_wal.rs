@@ -69,6 +69,8 @@ mod with_spdk {
             truncate_corrupt: false,
             copies: 1,
             lose_unreadable: 0,
+            stale: Vec::new(),
+            on_loss: None,
             on_device_loss: DeviceLoss::Degrade,
         }
     }
@@ -82,6 +84,7 @@ mod with_spdk {
             max_batch: o.max_batch,
             appliance_id: o.appliance_id,
             lose_unreadable: o.lose_unreadable,
+            stale: o.stale.clone(),
         }
     }
 

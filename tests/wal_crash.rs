@@ -83,6 +83,8 @@ fn opts(seed: u64) -> WalOptions {
         truncate_corrupt: false,
         copies: 1,
         lose_unreadable: 0,
+        stale: Vec::new(),
+        on_loss: None,
         on_device_loss: DeviceLoss::Degrade,
     }
 }
@@ -179,6 +181,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
             max_batch: o.max_batch,
             appliance_id: o.appliance_id,
             lose_unreadable: o.lose_unreadable,
+            stale: o.stale.clone(),
         },
     )
     .map_err(|e| format!("recovery refused: {e}"))?;
@@ -201,6 +204,7 @@ fn run_seed(seed: u64, crash: Crash) -> Result<Seen, String> {
             max_batch: o.max_batch,
             appliance_id: o.appliance_id,
             lose_unreadable: o.lose_unreadable,
+            stale: o.stale.clone(),
         },
     )
     .map_err(|e| format!("second recovery refused: {e}"))?;

@@ -67,6 +67,7 @@ pub fn holdings(cfg: &Config) -> Result<Vec<String>, AdminError> {
         max_batch: cfg.wal.max_batch,
         appliance_id,
         lose_unreadable: 0,
+        stale: Vec::new(),
     };
     match survey(&WalDevice::stripe(&wal), &opts) {
         Ok(s) if s.records > 0 => found.push(format!(

@@ -6,11 +6,12 @@
 //! device fails, and starts degraded while one is missing or unreadable.
 //! Replacing it writes the new device through (file devices), gives it an
 //! empty log ([`erase_device`]) and this appliance's superblock, with the
-//! index and role the map gives it. The next start then writes every new
-//! batch to it again; batches already in the log keep the copies they have
-//! (on the other devices) until their segments are released. Online
-//! replacement is not built: the WAL reactor would have to take the device
-//! back while it runs.
+//! index and role the map gives it, after the manifest has marked it as
+//! lacking the log (so that no start recovers the log from it alone). The
+//! next start (the caller makes one) writes every new batch to it again,
+//! flushes the memstores and clears the mark. Online replacement is not
+//! built: the WAL reactor would have to take the device back while it
+//! runs.
 //!
 //! A data device, with `flush.copies` above one: the new device gets a
 //! blank manifest area and the superblock; the caller then opens the
@@ -127,6 +128,15 @@ pub fn replace(
         }
     }
     drop(current);
+    // Before the device is blank, the manifest says it lacks the log, so
+    // that no start recovers the log from it alone.
+    if let Some(stripe) = cfg.wal.devices.iter().position(|d| d == name) {
+        crate::engine::mark_wal_replaced(cfg, stripe as u32).map_err(|e| {
+            refuse(format!(
+                "cannot record in the manifest that {name} is blank: {e}"
+            ))
+        })?;
+    }
     AnyDevice::create(&dev)?;
     let opened = AnyDevice::open(&dev, &cfg.spdk)?;
     if dev.path().is_some() {

@@ -93,6 +93,15 @@ impl AnyDevice {
         backend.map(AnyDevice::of)
     }
 
+    /// Stands in for the device `cfg` describes when it cannot be used
+    /// (missing, unreadable, not this appliance's): every request fails
+    /// with `why`, so a caller that may go on without it (the WAL, with
+    /// copies) loses it.
+    pub fn missing(cfg: &DeviceConfig, why: String) -> AnyDevice {
+        let sim = SimDevice::absent(&cfg.name, cfg.block_size, cfg.capacity_blocks(), why);
+        AnyDevice::of(Backend::Sim(sim))
+    }
+
     fn of(backend: Backend) -> AnyDevice {
         AnyDevice {
             backend,

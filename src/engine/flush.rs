@@ -258,8 +258,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let edit = Edit {
             flushed: vec![(r, file.max_lsn)],
             add: vec![file],
-            remove: Vec::new(),
             replay_from: Some(replay),
+            ..Edit::default()
         };
         self.apply(queues, &edit)?;
         let files = {
@@ -328,8 +328,8 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let edit = Edit {
             flushed: file.iter().map(|f| (r, f.max_lsn)).collect(),
             add: file.into_iter().collect(),
-            remove: Vec::new(),
             replay_from: Some(replay),
+            ..Edit::default()
         };
         self.apply(queues, &edit)?;
         let files = {
@@ -607,8 +607,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let edit = Edit {
             add,
             remove: ids.clone(),
-            flushed: Vec::new(),
-            replay_from: None,
+            ..Edit::default()
         };
         self.apply(queues, &edit)?;
         {

@@ -67,6 +67,7 @@ mod scrub;
 mod scrubber;
 mod stats;
 mod store;
+mod wal_marks;
 mod write;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,6 +80,7 @@ pub use open::{EngineDevices, OpenReport};
 pub use scrub::{ScrubFinding, ScrubReport};
 pub use scrubber::{ScrubOptions, ScrubProgress};
 pub use stats::{EngineStats, FlushReactorStats};
+pub use wal_marks::mark_replaced as mark_wal_replaced;
 pub use write::Pending;
 
 use crate::config::{Config, Durability};
@@ -200,7 +202,7 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     wal_devices: Vec<D>,
     memory: Memory,
     store: Arc<Store<D>>,
-    manifest: Mutex<Manifest<D>>,
+    manifest: Arc<Mutex<Manifest<D>>>,
     /// Data devices that hold the manifest (the first one or two).
     manifest_devices: usize,
     sched: Scheduler,

@@ -9,7 +9,7 @@ use super::region::Region;
 use super::sched::Scheduler;
 use super::stats::Counters;
 use super::store::{Store, TableHandle};
-use super::{flush, scrubber, Engine, EngineOptions, Inner};
+use super::{flush, scrubber, wal_marks, Engine, EngineOptions, Inner};
 use crate::config::{Config, Role, RESERVED_BYTES};
 use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
@@ -83,12 +83,12 @@ impl Engine<AnyDevice> {
             check_superblock(cfg, &d, &mut appliance_id)?;
             data.push(d);
         }
-        // A WAL device that cannot be opened or checked stops the open,
-        // whatever `wal.copies`: the others may lack batches written while
-        // it was lost before (nothing here can tell), so starting without it
-        // could lose acknowledged writes. `stria device replace` puts a new
-        // one in its place.
+        // With copies of the log, a WAL device that cannot be opened or
+        // checked is given to the engine as one whose every request fails:
+        // recovery goes on without it when the others hold every batch (the
+        // manifest says whether they do), and refuses otherwise.
         let mut wal = Vec::new();
+        let mut unusable = Vec::new();
         for name in &cfg.wal.devices {
             let checked = open(name).and_then(|d| {
                 check_superblock(cfg, &d, &mut appliance_id)?;
@@ -97,16 +97,25 @@ impl Engine<AnyDevice> {
             match checked {
                 Ok(d) => wal.push(d),
                 Err(e) if cfg.wal.copies > 1 => {
-                    return Err(EngineError::Layout(format!(
-                        "WAL device {name} cannot be used ({e}); with wal.copies: {} the other WAL devices hold copies of the log, but nothing here can tell whether they hold every batch (they do if they served the whole time): replace it with `stria device replace --config {} --device {name}`, then start again",
-                        cfg.wal.copies, cfg.source
-                    )))
+                    let d = cfg.device(name).expect("validated device name");
+                    wal.push(AnyDevice::missing(d, format!("cannot be used: {e}")));
+                    unusable.push(name.as_str());
                 }
                 Err(e) => return Err(e),
             }
         }
         let opts = EngineOptions::from_config(cfg, appliance_id.unwrap_or(0));
-        let (mut engine, report) = Engine::open(EngineDevices { wal, data }, opts)?;
+        let (mut engine, report) =
+            Engine::open(EngineDevices { wal, data }, opts).map_err(|e| {
+                if unusable.is_empty() {
+                    return e;
+                }
+                EngineError::Layout(format!(
+                    "{e}; WAL devices that cannot be used: {}: replace each with `stria device replace --config {} --device NAME`, then start again",
+                    unusable.join(", "),
+                    cfg.source
+                ))
+            })?;
         engine._locks = locks;
         Ok((engine, report))
     }
@@ -301,8 +310,17 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         }
 
         let replay_from = state.replay_from.max(1);
+        let manifest = Arc::new(Mutex::new(manifest));
+        let manifest_on = store.devices[..manifest_devices].to_vec();
+        // The log may be recovered without a WAL device (as many as each
+        // batch has copies, less one) when none of those left is marked in
+        // the manifest as lacking batches; a device lost while running is
+        // marked before anything is acknowledged without it.
         let wal_opts = WalOptions {
             replay_from: Some(replay_from),
+            lose_unreadable: opts.wal.copies.saturating_sub(1),
+            stale: state.wal_stale.iter().copied().collect(),
+            on_loss: Some(wal_marks::loss_hook(manifest.clone(), manifest_on.clone())),
             ..opts.wal.clone()
         };
         let (wal, recovered) = Wal::open(
@@ -310,6 +328,15 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             &wal_opts,
             opts.wal_reactor.clone(),
         )?;
+        let missing: Vec<u32> = recovered
+            .devices
+            .iter()
+            .filter(|l| l.lost.is_some())
+            .map(|l| l.index)
+            .collect();
+        if !missing.is_empty() {
+            wal_marks::mark_missing(&manifest, &manifest_on, missing)?;
+        }
         let highest_mark = state.flushed_lsn.iter().copied().max().unwrap_or(0);
         if recovered.next_lsn <= highest_mark {
             return Err(EngineError::Layout(format!(
@@ -334,7 +361,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             regions,
             region,
             store,
-            manifest: Mutex::new(manifest),
+            manifest,
             manifest_devices,
             high_lsn: AtomicU64::new(recovered.next_lsn.saturating_sub(1)),
             next_memstore,
@@ -392,6 +419,20 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 "{single_copy} WAL batches were found on one device alone: flushing the memstores before serving"
             );
             engine.flush_all()?;
+        }
+        // Every WAL device is back (or replaced) after some were marked as
+        // lacking batches: once the memstores are flushed, the log from the
+        // replay point on is on all of them, and the marks go.
+        if !state.wal_stale.is_empty() && recovered.report.lost_devices.is_empty() {
+            if single_copy == 0 {
+                engine.flush_all()?;
+            }
+            let point = engine.inner.replay_point(None, None);
+            wal_marks::make_whole(&engine.inner.manifest, &manifest_on, point)?;
+            engine.inner.wal.release(point - 1);
+            tracing::info!(
+                "every WAL device holds the log from LSN {point} on: marks of WAL devices lacking batches cleared"
+            );
         }
         // Block files with fewer copies than `flush.copies` (written while
         // a data device was lost): their regions are compacted, which

@@ -25,7 +25,7 @@ pub use commit::GroupRecord;
 pub use error::WalError;
 pub use host::WalHost;
 pub use ticket::{Notify, Ticket};
-pub use writer::{Wal, WalOptions};
+pub use writer::{LossHook, Wal, WalOptions};
 
 /// A log sequence number. The first LSN of a fresh log is 1; 0 means "none".
 pub type Lsn = u64;

@@ -41,9 +41,31 @@ pub struct WalOptions {
     /// What a failed or vanished device does to the WAL.
     pub on_device_loss: DeviceLoss,
     /// WAL devices that may fail to read at open and be left out, the WAL
-    /// starting degraded (see [`RecoveryOptions::lose_unreadable`]): 0 for
-    /// the engine, which cannot know that the others are complete.
+    /// starting degraded (see [`RecoveryOptions::lose_unreadable`]).
     pub lose_unreadable: usize,
+    /// Devices known to lack batches ([`RecoveryOptions::stale`]).
+    pub stale: Vec<u32>,
+    /// Told of a device lost while the WAL runs, before any batch is
+    /// acknowledged without that device's copy.
+    pub on_loss: Option<LossHook>,
+}
+
+/// What the WAL calls, on its own thread, when it loses a device while it
+/// runs: the device's index in the stripe and why. It returns once the
+/// loss is recorded durably where a later start reads it (the engine's
+/// manifest), so that a start never recovers the log from that device
+/// alone; the WAL acknowledges nothing without the device's copy before.
+/// An error fails the WAL instead of going on degraded.
+#[derive(Clone)]
+pub struct LossHook(pub Arc<RecordLoss>);
+
+/// The function inside a [`LossHook`].
+pub type RecordLoss = dyn Fn(u32, &str) -> Result<(), String> + Send + Sync;
+
+impl std::fmt::Debug for LossHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LossHook")
+    }
 }
 
 impl WalOptions {
@@ -61,6 +83,8 @@ impl WalOptions {
             copies: cfg.copies,
             on_device_loss: cfg.on_device_loss,
             lose_unreadable: 0,
+            stale: Vec::new(),
+            on_loss: None,
         }
     }
 }
@@ -129,6 +153,7 @@ impl Wal {
                 max_batch: opts.max_batch,
                 appliance_id: opts.appliance_id,
                 lose_unreadable: opts.lose_unreadable.min(copies - 1),
+                stale: opts.stale.clone(),
             },
         )?;
         if copies == 1 {
@@ -158,6 +183,7 @@ impl Wal {
             fua: opts.fua,
             copies,
             on_device_loss: opts.on_device_loss,
+            on_loss: opts.on_loss.clone(),
         };
         let logs = recovered.devices.clone();
         let segment_size = opts.segment_size;
@@ -170,7 +196,15 @@ impl Wal {
                 ..reactor
             },
             move || {
-                let alloc_dev = devices[0].device.clone();
+                // Buffers from a device that works (a lost one may stand
+                // in for a missing device of another backend).
+                let alloc_dev = devices
+                    .iter()
+                    .zip(&logs)
+                    .find(|(_, log)| log.lost.is_none())
+                    .map_or(&devices[0], |(d, _)| d)
+                    .device
+                    .clone();
                 let devs = devices
                     .iter()
                     .zip(&logs)

@@ -131,6 +131,8 @@ pub fn options() -> EngineOptions {
             truncate_corrupt: false,
             copies: 1,
             lose_unreadable: 0,
+            stale: Vec::new(),
+            on_loss: None,
             on_device_loss: DeviceLoss::Degrade,
         },
         wal_reactor: ReactorConfig::unpinned("wal"),

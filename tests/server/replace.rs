@@ -72,34 +72,54 @@ fn a_replaced_wal_device_takes_both_copies_again() {
     let (ok, text) = replace("wal9", false);
     assert!(!ok && text.contains("no device named"), "{text}");
 
-    // A lost WAL device stops the start, naming the way out.
+    // Without wal1 the server starts on its own, degraded: wal0 served the
+    // whole time, so it holds every batch.
     std::fs::remove_file(dir.path().join("data/wal1.img")).unwrap();
-    let (status, printed) = serve_to_exit(dir.path(), &map, "127.0.0.1:0");
-    assert!(!status.success());
-    assert!(
-        printed.all().contains("WAL device wal1 cannot be used")
-            && printed.all().contains("stria device replace"),
-        "{}",
-        printed.all()
-    );
+    let s = Server::start(dir.path(), &map);
+    assert!(degraded(&s), "{}", s.printed.all());
+    check_keys(&s, 200);
+    set_keys(&s, 200, 300);
+    s.stop();
 
     let (ok, text) = replace("wal1", false);
     assert!(ok, "{text}");
-    assert!(text.contains("replaced wal1"), "{text}");
+    assert!(
+        text.contains("replaced wal1") && text.contains("wal1 holds the log again"),
+        "{text}"
+    );
     let s = Server::start(dir.path(), &map);
     assert!(!degraded(&s), "{}", s.printed.all());
-    check_keys(&s, 200);
-    set_keys(&s, 200, 400);
-    // Killed: keys 200..400 are only in the log, on both copies again.
+    check_keys(&s, 300);
+    set_keys(&s, 300, 400);
+    // Killed: keys 300..400 are only in the log, on both copies again.
     s.kill9();
 
     // So the other device can go now: the new wal1's copies hold them.
     std::fs::remove_file(dir.path().join("data/wal0.img")).unwrap();
+    let s = Server::start(dir.path(), &map);
+    assert!(degraded(&s), "{}", s.printed.all());
+    check_keys(&s, 400);
+    s.stop();
     let (ok, text) = replace("wal0", false);
     assert!(ok, "{text}");
     let s = Server::start(dir.path(), &map);
+    assert!(!degraded(&s), "{}", s.printed.all());
     check_keys(&s, 400);
     s.stop();
+
+    // Both gone: the start refuses, naming the way out.
+    std::fs::remove_file(dir.path().join("data/wal0.img")).unwrap();
+    std::fs::remove_file(dir.path().join("data/wal1.img")).unwrap();
+    let (status, printed) = serve_to_exit(dir.path(), &map, "127.0.0.1:0");
+    assert!(!status.success());
+    assert!(
+        printed
+            .all()
+            .contains("WAL devices that cannot be used: wal0")
+            && printed.all().contains("stria device replace"),
+        "{}",
+        printed.all()
+    );
 }
 
 /// Bytes `[from, ..)` of the device file `name` overwritten with garbage:

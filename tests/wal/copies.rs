@@ -38,6 +38,8 @@ fn opts(copies: usize, on_device_loss: DeviceLoss) -> WalOptions {
         // These tests reopen without a device knowing the others are
         // complete; the engine never does (see `lose_unreadable`).
         lose_unreadable: copies - 1,
+        stale: Vec::new(),
+        on_loss: None,
     }
 }
 

@@ -34,6 +34,8 @@ fn opts() -> WalOptions {
         truncate_corrupt: false,
         copies: 1,
         lose_unreadable: 0,
+        stale: Vec::new(),
+        on_loss: None,
         on_device_loss: DeviceLoss::Degrade,
     }
 }

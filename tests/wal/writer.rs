@@ -48,6 +48,7 @@ pub fn options(replay_from: Option<Lsn>, truncate_corrupt: bool) -> RecoveryOpti
         max_batch: MAX_BATCH as u64,
         appliance_id: APPLIANCE,
         lose_unreadable: 0,
+        stale: Vec::new(),
     }
 }
 

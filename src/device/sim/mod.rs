@@ -314,6 +314,25 @@ impl SimDevice {
         );
     }
 
+    /// A device that stands in for one that cannot be used (a missing
+    /// file, a device of another appliance): `name`'s geometry, every
+    /// request failing with `why`.
+    pub fn absent(name: &str, block_size: u32, capacity_blocks: u64, why: String) -> SimDevice {
+        let dev = SimDevice::new(
+            name,
+            block_size,
+            capacity_blocks.max(1),
+            1,
+            SimConfig::default(),
+        );
+        {
+            let mut state = dev.shared.lock();
+            state.vanished = true;
+            state.go_offline(why, true);
+        }
+        dev
+    }
+
     /// Cuts the power now (fault model, item 8). Idempotent.
     pub fn cut_power(&self) {
         self.shared.lock().go_offline("power cut".to_string(), true);

@@ -20,7 +20,7 @@
 //! | offset | bytes | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `STRIAMFR` |
-//! | 8 | 4 | format version (2; version 1 is read too) |
+//! | 8 | 4 | format version (3; versions 1 and 2 are read too) |
 //! | 12 | 4 | kind: 1 checkpoint, 2 edit |
 //! | 16 | 8 | manifest id: random, drawn by `create`, in every record |
 //! | 24 | 8 | generation |
@@ -36,8 +36,8 @@
 //!
 //! | payload | fields |
 //! |---|---|
-//! | checkpoint | count, split keys (`bytes` each); count, flushed LSNs (u64 each); replay_from u64; next_file_id u64; file count u64, files |
-//! | edit | count, added files; count, removed ids (u64 each); count, (region u32, LSN u64) pairs; u8 0, or u8 1 and replay_from u64 |
+//! | checkpoint | count, split keys (`bytes` each); count, flushed LSNs (u64 each); replay_from u64; next_file_id u64; file count u64, files; version 3: count, stale WAL devices (u32 each) |
+//! | edit | count, added files; count, removed ids (u64 each); count, (region u32, LSN u64) pairs; u8 0, or u8 1 and replay_from u64; version 3: u8 1 if every WAL device is whole again (else 0), count, WAL devices lost (u32 each) |
 //! | file | id u64, region u32, device u32, offset u64, len u64, max_lsn u64, entries u64, min_key `bytes`, max_key `bytes` (bounds of the file's keys, see [`FileRecord`]); version 2: count, then (device u32, offset u64) of each other copy |
 //!
 //! # Writing
@@ -341,7 +341,9 @@ impl<D: Device> Manifest<D> {
             .map(|id| record::file_len(&self.state.files[id]))
             .sum();
         let added: usize = edit.add.iter().map(record::file_len).sum();
-        let next_len = self.state_len + added - removed;
+        let stale = 4 * self.state.wal_stale.len();
+        let next_len =
+            self.state_len + added - removed + 4 * self.state.wal_stale_after(edit) - stale;
         self.geo.check_fits(next_len)?;
 
         let payload = record::encode_edit(edit);

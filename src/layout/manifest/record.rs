@@ -8,9 +8,10 @@ use super::state::{Edit, FileRecord, ManifestState};
 
 /// Identifies a manifest record header.
 pub const RECORD_MAGIC: [u8; 8] = *b"STRIAMFR";
-/// The manifest format version this build writes. It reads this one and
-/// version 1, whose file records have no second copies.
-pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+/// The manifest format version this build writes. It reads this one,
+/// version 2, which has no marks of WAL devices that may lack batches, and
+/// version 1, whose file records have no second copies either.
+pub const MANIFEST_FORMAT_VERSION: u32 = 3;
 /// Bytes of the record header, checksum included.
 pub const RECORD_HEADER_BYTES: usize = 56;
 
@@ -269,6 +270,8 @@ pub fn state_len(s: &ManifestState) -> usize {
         + 8 * s.flushed_lsn.len()
         + 8 * 3
         + s.files.values().map(file_len).sum::<usize>()
+        + 4
+        + 4 * s.wal_stale.len()
 }
 
 /// Encodes a whole state (a checkpoint's payload).
@@ -287,6 +290,10 @@ pub fn encode_state(s: &ManifestState) -> Vec<u8> {
     w.u64(s.files.len() as u64);
     for f in s.files.values() {
         w.file(f);
+    }
+    w.count(s.wal_stale.len());
+    for &d in &s.wal_stale {
+        w.u32(d);
     }
     w.0
 }
@@ -312,6 +319,11 @@ pub fn decode_state(b: &[u8], version: u32) -> Result<ManifestState, String> {
         }
     }
     s.files = files;
+    if version >= 3 {
+        for _ in 0..r.u32("stale WAL device count")? {
+            s.wal_stale.insert(r.u32("stale WAL device")?);
+        }
+    }
     r.end()?;
     s.validate()?;
     Ok(s)
@@ -340,6 +352,11 @@ pub fn encode_edit(e: &Edit) -> Vec<u8> {
             w.u64(r);
         }
     }
+    w.u8(u8::from(e.wal_whole));
+    w.count(e.wal_lost.len());
+    for &d in &e.wal_lost {
+        w.u32(d);
+    }
     w.0
 }
 
@@ -362,6 +379,16 @@ pub fn decode_edit(b: &[u8], version: u32) -> Result<Edit, String> {
         1 => Some(r.u64("replay point")?),
         other => return Err(format!("replay point flag {other}")),
     };
+    if version >= 3 {
+        e.wal_whole = match r.u8("WAL whole flag")? {
+            0 => false,
+            1 => true,
+            other => return Err(format!("WAL whole flag {other}")),
+        };
+        for _ in 0..r.u32("lost WAL device count")? {
+            e.wal_lost.push(r.u32("lost WAL device")?);
+        }
+    }
     r.end()?;
     Ok(e)
 }

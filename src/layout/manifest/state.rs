@@ -55,6 +55,12 @@ pub struct ManifestState {
     pub replay_from: u64,
     /// Greater than every file id ever added.
     pub next_file_id: u64,
+    /// WAL devices (by their place in the stripe) that may lack batches of
+    /// the log: lost while the appliance ran, missing at a start, or
+    /// replaced by a blank one. A start may recover the log without a WAL
+    /// device only when none of the devices it recovers from is here; the
+    /// marks go when a start with every WAL device has flushed the log.
+    pub wal_stale: BTreeSet<u32>,
 }
 
 /// A change to the state, applied atomically.
@@ -68,6 +74,11 @@ pub struct Edit {
     pub flushed: Vec<(u32, u64)>,
     /// `replay_from = max(replay_from, this)`.
     pub replay_from: Option<u64>,
+    /// Clear every WAL device's mark (`wal_stale`), before `wal_lost` is
+    /// applied: every WAL device holds every batch from the replay point.
+    pub wal_whole: bool,
+    /// WAL devices to mark as lacking batches (`wal_stale`).
+    pub wal_lost: Vec<u32>,
 }
 
 impl ManifestState {
@@ -201,6 +212,22 @@ impl ManifestState {
         if let Some(r) = e.replay_from {
             self.replay_from = self.replay_from.max(r);
         }
+        if e.wal_whole {
+            self.wal_stale.clear();
+        }
+        self.wal_stale.extend(&e.wal_lost);
         Ok(())
+    }
+
+    /// How many WAL devices are marked once `e` is applied.
+    pub fn wal_stale_after(&self, e: &Edit) -> usize {
+        let kept = if e.wal_whole { 0 } else { self.wal_stale.len() };
+        kept + e
+            .wal_lost
+            .iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|d| e.wal_whole || !self.wal_stale.contains(d))
+            .count()
     }
 }

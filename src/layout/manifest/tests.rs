@@ -93,6 +93,10 @@ fn random_edit(rng: &mut ChaCha8Rng, s: &ManifestState) -> Edit {
     if rng.random_bool(0.3) {
         e.replay_from = Some(rng.random_range(0..1000));
     }
+    e.wal_whole = rng.random_bool(0.1);
+    if rng.random_bool(0.15) {
+        e.wal_lost.push(rng.random_range(0..4));
+    }
     e
 }
 
@@ -457,6 +461,8 @@ fn bad_edits_are_refused_and_change_nothing() {
         remove: vec![existing],
         flushed: vec![(2, 77)],
         replay_from: Some(5),
+        wal_lost: vec![1],
+        ..Edit::default()
     };
     model.apply(&good).unwrap();
     m.apply(&good, &mut qs).unwrap();
@@ -645,11 +651,28 @@ fn decoding_never_panics() {
     for _ in 0..30 {
         let e = random_edit(&mut rng, &state);
         let bytes = record::encode_edit(&e);
-        assert_eq!(record::decode_edit(&bytes, 2).unwrap(), e);
+        assert_eq!(record::decode_edit(&bytes, 3).unwrap(), e);
+        // Version 2 had no WAL marks: the same edit without them.
+        let v2 = Edit {
+            wal_whole: false,
+            wal_lost: Vec::new(),
+            ..e.clone()
+        };
+        let old = &record::encode_edit(&v2)[..bytes.len() - 5 - 4 * e.wal_lost.len()];
+        assert_eq!(record::decode_edit(old, 2).unwrap(), v2);
         state.apply(&e).unwrap();
         let enc = record::encode_state(&state);
         assert_eq!(enc.len(), record::state_len(&state));
-        assert_eq!(record::decode_state(&enc, 2).unwrap(), state);
+        assert_eq!(record::decode_state(&enc, 3).unwrap(), state);
+        let marks = 4 + 4 * state.wal_stale.len();
+        let old = ManifestState {
+            wal_stale: Default::default(),
+            ..state.clone()
+        };
+        assert_eq!(
+            record::decode_state(&enc[..enc.len() - marks], 2).unwrap(),
+            old
+        );
         for buf in [&bytes, &enc] {
             for _ in 0..50 {
                 let mut b = buf.clone();
@@ -661,8 +684,8 @@ fn decoding_never_panics() {
                     }
                     _ => b.extend((0..rng.random_range(1..9)).map(|_| rng.random::<u8>())),
                 }
-                let _ = record::decode_edit(&b, 2);
-                let _ = record::decode_state(&b, 2);
+                let _ = record::decode_edit(&b, 3);
+                let _ = record::decode_state(&b, 3);
                 let mut rec = record::encode(Kind::Edit, 1, 1, 1, &b, BS);
                 let i = rng.random_range(0..rec.len());
                 rec[i] ^= 1 << rng.random_range(0..8);
@@ -674,8 +697,8 @@ fn decoding_never_panics() {
     for _ in 0..2000 {
         let n = rng.random_range(0..200);
         let b: Vec<u8> = (0..n).map(|_| rng.random()).collect();
-        let _ = record::decode_edit(&b, 2);
-        let _ = record::decode_state(&b, 2);
+        let _ = record::decode_edit(&b, 3);
+        let _ = record::decode_state(&b, 3);
         let mut h = RECORD_MAGIC.to_vec();
         h.extend_from_slice(&b);
         let _ = record::parse(&h, BS);

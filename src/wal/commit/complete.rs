@@ -64,6 +64,17 @@ impl<Q: Queue> WalWork<Q> {
             ));
             return;
         }
+        // The loss is recorded before any batch is acknowledged without
+        // this device's copy: a later start must not take the log from it.
+        if let Some(hook) = &self.on_loss {
+            let index = self.devs[d].index;
+            if let Err(e) = (hook.0)(index, &why) {
+                self.fail(format!(
+                    "WAL device {name}: {why}; its loss could not be recorded ({e})"
+                ));
+                return;
+            }
+        }
         for b in &mut self.batches {
             b.drop_copy(d);
         }

@@ -60,6 +60,7 @@ use super::inflight::{Batch, State};
 use super::stats::WalStats;
 use super::stripe::Dev;
 use super::ticket::TicketState;
+use super::writer::LossHook;
 use super::Lsn;
 use crate::config::{DeviceLoss, Durability};
 use crate::device::{IoBuf, Queue, WaitHint};
@@ -161,6 +162,8 @@ pub(crate) struct WalWork<Q: Queue> {
     /// Devices each batch is written to, and what a lost device does.
     copies: usize,
     on_device_loss: DeviceLoss,
+    /// Records a device lost while running before the WAL goes on without it.
+    on_loss: Option<LossHook>,
     rr: usize,
     /// Free batch buffers; the last [`WalWork::reserve`] of them only for
     /// second and later copies.
@@ -200,6 +203,7 @@ pub(crate) struct Start {
     pub fua: bool,
     pub copies: usize,
     pub on_device_loss: DeviceLoss,
+    pub on_loss: Option<LossHook>,
 }
 
 impl<Q: Queue> WalWork<Q> {
@@ -222,6 +226,7 @@ impl<Q: Queue> WalWork<Q> {
             fua: start.fua,
             copies: start.copies.max(1),
             on_device_loss: start.on_device_loss,
+            on_loss: start.on_loss,
             rr: 0,
             pool: (0..start.buffers)
                 .map(|_| alloc(start.batch_bytes))

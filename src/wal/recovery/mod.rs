@@ -94,8 +94,13 @@ pub struct RecoveryOptions {
     /// devices left: recovery cannot tell a device that missed batches (one
     /// lost in an earlier run, or back after one) from a complete one, so a
     /// log recovered without a device may silently lack acknowledged
-    /// batches. The engine allows none.
+    /// batches. The engine allows `copies - 1` and says which devices may
+    /// lack batches (`stale`).
     pub lose_unreadable: usize,
+    /// Devices (by [`WalDevice::index`]) known to lack batches: lost in an
+    /// earlier run, or blank since they were replaced. No device is lost
+    /// while one of these is among those the log would be recovered from.
+    pub stale: Vec<u32>,
 }
 
 /// What recovery found.
@@ -224,6 +229,13 @@ pub enum RecoveryError {
     },
     #[error(transparent)]
     Device(#[from] DeviceError),
+    #[error("WAL device {device} cannot be read ({why}), and the log cannot be recovered without it: {stale} may lack batches (lost in an earlier run, or replaced, and not whole again since)")]
+    Incomplete {
+        device: String,
+        why: String,
+        /// The devices that may lack batches, of those that can be read.
+        stale: String,
+    },
     #[error("WAL device {device}, segment {segment}: {why}; is this the right device?")]
     Foreign {
         device: String,
@@ -371,6 +383,14 @@ fn scan_and_plan<D: Device>(
         .iter()
         .filter(|r| matches!(r, Err(RecoveryError::Device(_))))
         .count();
+    // The devices left must hold every batch: none of them may be one
+    // known to lack some.
+    let stale: Vec<&str> = results
+        .iter()
+        .zip(devices)
+        .filter(|(r, wd)| r.is_ok() && opts.stale.contains(&wd.index))
+        .map(|(_, wd)| wd.name.as_str())
+        .collect();
     let mut scans = Vec::with_capacity(devices.len());
     let mut lost = Vec::with_capacity(devices.len());
     for (r, wd) in results.into_iter().zip(devices) {
@@ -378,6 +398,15 @@ fn scan_and_plan<D: Device>(
             Ok(scan) => {
                 scans.push(scan);
                 lost.push(None);
+            }
+            Err(RecoveryError::Device(e))
+                if failed <= opts.lose_unreadable && !stale.is_empty() =>
+            {
+                return Err(RecoveryError::Incomplete {
+                    device: wd.name.clone(),
+                    why: e.to_string(),
+                    stale: stale.join(", "),
+                });
             }
             Err(RecoveryError::Device(e)) if failed <= opts.lose_unreadable => {
                 tracing::error!(
