@@ -79,6 +79,7 @@ pub fn format(cfg: &Config, force: bool) -> Result<FormatReport, AdminError> {
             block_size: dev.block_size,
             capacity_blocks: opened.info().capacity_blocks,
             formatted_at,
+            stale_manifest: 0,
         };
         if dev.path().is_some() {
             crate::device::write_through(dev)?;

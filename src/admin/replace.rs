@@ -94,6 +94,9 @@ pub fn replace(
     }
     // The appliance, from the devices that are not being replaced.
     let mut appliance = None;
+    // What the other WAL devices say of the manifest copies, kept on the
+    // new one too.
+    let mut stale_manifest = 0;
     for other in cfg
         .devices
         .iter()
@@ -103,8 +106,10 @@ pub fn replace(
             continue;
         }
         if let Ok(Ok(sb)) = AnyDevice::open(other, &cfg.spdk).and_then(|d| read_superblock(&d)) {
-            appliance = Some((sb.appliance_id, sb.appliance));
-            break;
+            if sb.role == Role::Wal {
+                stale_manifest |= sb.stale_manifest;
+            }
+            appliance.get_or_insert((sb.appliance_id, sb.appliance));
         }
     }
     let Some((appliance_id, appliance)) = appliance else {
@@ -155,6 +160,11 @@ pub fn replace(
         formatted_at: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        stale_manifest: if dev.role == Role::Wal {
+            stale_manifest
+        } else {
+            0
+        },
     };
     write_superblock(&opened, &sb)?;
     drop(locks);

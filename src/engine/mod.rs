@@ -65,6 +65,7 @@ mod repair;
 mod sched;
 mod scrub;
 mod scrubber;
+mod stale_manifest;
 mod stats;
 mod store;
 mod wal_marks;
@@ -127,6 +128,13 @@ pub struct EngineOptions {
     pub flush_depth: usize,
     /// The background scrub of block files.
     pub scrub: ScrubOptions,
+    /// Data devices (by index) that cannot be used at this start: they
+    /// stand in failing every request, and the engine runs without them
+    /// (degraded), reading every file from its other copies.
+    pub lost_data: Vec<(u32, String)>,
+    /// Told of a manifest device that writes leave out (see
+    /// [`crate::layout::manifest::MirrorHook`]).
+    pub manifest_watch: Option<crate::layout::manifest::MirrorHook>,
     pub wal: WalOptions,
     pub wal_reactor: ReactorConfig,
     /// One flush reactor each.
@@ -168,6 +176,8 @@ impl EngineOptions {
                 rate: cfg.flush.scrub_rate,
                 every: cfg.flush.scrub_every,
             },
+            lost_data: Vec::new(),
+            manifest_watch: None,
             wal: WalOptions::from_config(&cfg.wal, appliance_id),
             wal_reactor: ReactorConfig::pinned("wal", cfg.reactors.wal[0], &cfg.reactors),
             flush_reactors: cfg
@@ -289,6 +299,12 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     /// The data devices.
     pub fn data_devices(&self) -> &[D] {
         &self.inner.store.devices
+    }
+
+    /// The manifest devices writes have left out (a write failed there
+    /// while the other took it), by name.
+    pub fn manifest_left_out(&self) -> Vec<String> {
+        self.inner.manifest.lock().expect("manifest lock").lost()
     }
 
     /// The WAL devices, in stripe order.

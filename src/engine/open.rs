@@ -9,7 +9,7 @@ use super::region::Region;
 use super::sched::Scheduler;
 use super::stats::Counters;
 use super::store::{Store, TableHandle};
-use super::{flush, scrubber, wal_marks, Engine, EngineOptions, Inner};
+use super::{flush, scrubber, stale_manifest, wal_marks, Engine, EngineOptions, Inner};
 use crate::config::{Config, Role, RESERVED_BYTES};
 use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
@@ -74,48 +74,75 @@ impl Engine<AnyDevice> {
             let d = cfg.device(name).expect("validated device name");
             Ok(AnyDevice::open(d, &cfg.spdk)?)
         };
+        // With copies, a device that cannot be opened or checked is given
+        // to the engine as one whose every request fails. For the WAL,
+        // recovery goes on without it when the others hold every batch
+        // (the manifest says whether they do), and refuses otherwise; for
+        // the data devices, see `stale_manifest.rs`.
+        let mut appliance_id = None;
+        let mut unusable: Vec<(String, String)> = Vec::new();
+        let mut take = |names: &[String],
+                        copies: usize,
+                        bits: &mut u8,
+                        unusable: &mut Vec<(String, String)>|
+         -> Result<Vec<AnyDevice>> {
+            let mut out = Vec::new();
+            for name in names {
+                let checked = open(name).and_then(|d| {
+                    let sb = check_superblock(cfg, &d, &mut appliance_id)?;
+                    *bits |= sb.map_or(0, |sb| sb.stale_manifest);
+                    Ok(d)
+                });
+                match checked {
+                    Ok(d) => out.push(d),
+                    Err(e) if copies > 1 => {
+                        let d = cfg.device(name).expect("validated device name");
+                        unusable.push((name.clone(), e.to_string()));
+                        out.push(AnyDevice::missing(d, format!("cannot be used: {e}")));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(out)
+        };
         // The data devices first: they name the appliance the WAL devices
         // must belong to.
-        let mut appliance_id = None;
-        let mut data = Vec::new();
-        for name in &cfg.flush.devices {
-            let d = open(name)?;
-            check_superblock(cfg, &d, &mut appliance_id)?;
-            data.push(d);
-        }
-        // With copies of the log, a WAL device that cannot be opened or
-        // checked is given to the engine as one whose every request fails:
-        // recovery goes on without it when the others hold every batch (the
-        // manifest says whether they do), and refuses otherwise.
-        let mut wal = Vec::new();
-        let mut unusable = Vec::new();
-        for name in &cfg.wal.devices {
-            let checked = open(name).and_then(|d| {
-                check_superblock(cfg, &d, &mut appliance_id)?;
-                Ok(d)
-            });
-            match checked {
-                Ok(d) => wal.push(d),
-                Err(e) if cfg.wal.copies > 1 => {
-                    let d = cfg.device(name).expect("validated device name");
-                    wal.push(AnyDevice::missing(d, format!("cannot be used: {e}")));
-                    unusable.push(name.as_str());
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let opts = EngineOptions::from_config(cfg, appliance_id.unwrap_or(0));
+        let mut ignored = 0;
+        let data = take(
+            &cfg.flush.devices,
+            cfg.flush.copies,
+            &mut ignored,
+            &mut unusable,
+        )?;
+        let lost_data: Vec<(u32, String)> = unusable
+            .iter()
+            .map(|(name, why)| {
+                let i = cfg.flush.devices.iter().position(|d| d == name);
+                (
+                    i.expect("a data device") as u32,
+                    format!("cannot be used at the start ({why})"),
+                )
+            })
+            .collect();
+        let mut stale = 0;
+        let wal = take(&cfg.wal.devices, cfg.wal.copies, &mut stale, &mut unusable)?;
+        stale_manifest::check(cfg, &lost_data, stale)?;
+        let mut opts = EngineOptions::from_config(cfg, appliance_id.unwrap_or(0));
+        opts.lost_data = lost_data;
+        opts.manifest_watch = stale_manifest::hook(&wal);
         let (mut engine, report) =
-            Engine::open(EngineDevices { wal, data }, opts).map_err(|e| {
+            Engine::open(EngineDevices { wal: wal.clone(), data }, opts).map_err(|e| {
                 if unusable.is_empty() {
                     return e;
                 }
+                let names: Vec<&str> = unusable.iter().map(|(n, _)| n.as_str()).collect();
                 EngineError::Layout(format!(
-                    "{e}; WAL devices that cannot be used: {}: replace each with `stria device replace --config {} --device NAME`, then start again",
-                    unusable.join(", "),
+                    "{e}; devices that cannot be used: {}: replace each with `stria device replace --config {} --device NAME`, then start again",
+                    names.join(", "),
                     cfg.source
                 ))
             })?;
+        stale_manifest::clear_if_whole(&engine, &wal, stale);
         engine._locks = locks;
         Ok((engine, report))
     }
@@ -125,9 +152,13 @@ impl Engine<AnyDevice> {
 /// its role is the map's, and its appliance the one of the devices before
 /// it (`appliance_id`, set by the first). Damaged copies are rewritten from
 /// those that agree.
-fn check_superblock(cfg: &Config, d: &AnyDevice, appliance_id: &mut Option<u128>) -> Result<()> {
+fn check_superblock(
+    cfg: &Config,
+    d: &AnyDevice,
+    appliance_id: &mut Option<u128>,
+) -> Result<Option<crate::layout::Superblock>> {
     if d.kind() == BackendKind::Sim {
-        return Ok(());
+        return Ok(None);
     }
     let copies = crate::admin::read_superblock_copies(d)?;
     if let (Ok(sb), false) = (&copies.chosen, copies.bad.is_empty()) {
@@ -158,7 +189,7 @@ fn check_superblock(cfg: &Config, d: &AnyDevice, appliance_id: &mut Option<u128>
                     sb.appliance
                 )));
             }
-            Ok(())
+            Ok(Some(sb))
         }
         Err(e) => Err(EngineError::Layout(format!(
             "device {}: {e}; run `stria format --config {}` first",
@@ -244,25 +275,48 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             .map(|d| d.open_queue())
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let regions_n = opts.split_keys.len() + 1;
-        let (manifest, state, created) =
-            match Manifest::open(data[..manifest_devices].to_vec(), area, &mut queues)? {
-                Some((m, s)) => (m, s, false),
-                None => {
-                    let init = ManifestState {
-                        replay_from: 1,
-                        next_file_id: 1,
-                        ..ManifestState::new(opts.split_keys.clone())
-                    };
-                    let m = Manifest::create(
-                        data[..manifest_devices].to_vec(),
-                        area,
-                        init.clone(),
-                        &mut queues,
-                    )?;
-                    (m, init, true)
-                }
-            };
+        let (manifest, state, created) = match Manifest::open_watched(
+            data[..manifest_devices].to_vec(),
+            area,
+            &mut queues,
+            opts.manifest_watch.clone(),
+        )? {
+            Some((m, s)) => (m, s, false),
+            None => {
+                let init = ManifestState {
+                    replay_from: 1,
+                    next_file_id: 1,
+                    ..ManifestState::new(opts.split_keys.clone())
+                };
+                let mut m = Manifest::create(
+                    data[..manifest_devices].to_vec(),
+                    area,
+                    init.clone(),
+                    &mut queues,
+                )?;
+                m.set_watch(opts.manifest_watch.clone());
+                (m, init, true)
+            }
+        };
         drop(queues);
+        // A manifest device the open's checkpoint could not be written to
+        // is one to start without only when the caller knows the other's
+        // copy is whole (`Engine::open_config` checks the WAL devices'
+        // marks); otherwise the start needs it, as every other.
+        let allowed: Vec<&str> = opts
+            .lost_data
+            .iter()
+            .map(|(d, _)| data[*d as usize].info().name.as_str())
+            .collect();
+        if let Some(name) = manifest
+            .lost()
+            .iter()
+            .find(|n| !allowed.contains(&n.as_str()))
+        {
+            return Err(EngineError::Layout(format!(
+                "data device {name}: the manifest could not be written there at the start; it is needed to start"
+            )));
+        }
         // File ids are never given twice, not even to a file written after
         // a crash in place of one the manifest never recorded: a block of
         // that one left under a lost write would pass a check bound to the
@@ -296,6 +350,9 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         }
         let cache = BlockCache::new(opts.block_cache, opts.table.block_bytes);
         let store = Arc::new(Store::new(data, extents, cache));
+        for (d, why) in &opts.lost_data {
+            store.lose(*d, why);
+        }
         let mut tables: Vec<Vec<Arc<TableHandle<D>>>> =
             (0..regions_n).map(|_| Vec::new()).collect();
         let mut file_bytes = 0;
@@ -437,11 +494,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         // Block files with fewer copies than `flush.copies` (written while
         // a data device was lost): their regions are compacted, which
         // writes each again in as many copies.
-        let want = engine
-            .inner
-            .opts
-            .file_copies
-            .min(engine.inner.store.devices.len());
+        let sound = engine.inner.store.lost().iter().filter(|&&l| !l).count();
+        let want = engine.inner.opts.file_copies.min(sound);
         for (r, region) in engine.inner.region.iter().enumerate() {
             if region
                 .view()

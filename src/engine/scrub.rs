@@ -90,7 +90,10 @@ pub(super) fn check<D: Device<Queue: Send>>(
         stopped.set(!pace(n));
         !stopped.get()
     };
-    for place in f.places() {
+    // A lost device's copies are not checked: nothing can be written
+    // there until it is replaced.
+    let store = t.store();
+    for place in f.places().filter(|&(d, _)| !store.is_lost(d)) {
         let src = t.copy_source(place);
         // A copy that does not open is bad in its index, bloom, meta or
         // footer: those are rewritten first, then the copy is read again.

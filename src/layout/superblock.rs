@@ -18,7 +18,8 @@
 //! | 100 | 4 | block size |
 //! | 104 | 8 | capacity in blocks |
 //! | 112 | 8 | format time, seconds since the Unix epoch |
-//! | 120 | 388 | zero |
+//! | 120 | 1 | stale manifest copies: bit `i` set when the manifest copy on data device `i` may be stale (kept on the WAL devices) |
+//! | 121 | 387 | zero |
 //! | 508 | 4 | CRC32C of bytes 0..508 |
 
 use std::fmt;
@@ -47,6 +48,11 @@ pub struct Superblock {
     pub block_size: u32,
     pub capacity_blocks: u64,
     pub formatted_at: u64,
+    /// Bit `i`: the manifest copy on data device `i` missed writes the
+    /// other took (its device failed one, or was missing at a start), so a
+    /// start must not read the manifest from it alone. Kept on the WAL
+    /// devices, which the manifest's failures do not touch; 0 elsewhere.
+    pub stale_manifest: u8,
 }
 
 /// Why block 0 does not hold a usable superblock.
@@ -82,6 +88,7 @@ impl Superblock {
         out[100..104].copy_from_slice(&self.block_size.to_le_bytes());
         out[104..112].copy_from_slice(&self.capacity_blocks.to_le_bytes());
         out[112..120].copy_from_slice(&self.formatted_at.to_le_bytes());
+        out[120] = self.stale_manifest;
         let crc = crc32c::crc32c(&out[..CRC_AT]);
         out[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
     }
@@ -124,6 +131,7 @@ impl Superblock {
             block_size: u32_at(100),
             capacity_blocks: u64_at(104),
             formatted_at: u64_at(112),
+            stale_manifest: b[120],
         })
     }
 }
@@ -176,6 +184,7 @@ mod tests {
             block_size: 4096,
             capacity_blocks: 262_144,
             formatted_at: 1_780_000_000,
+            stale_manifest: 0b10,
         }
     }
 

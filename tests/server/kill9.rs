@@ -563,60 +563,75 @@ impl Damage {
 /// again, and a third kill costs nothing.
 #[test]
 fn with_two_copies_sigkill_and_a_lost_wal_device_lose_no_acknowledged_write() {
-    let seed = seed_or(11);
     let map = Map {
         backend: "uring",
         data_size: "64MiB",
         wal_copies: Some(2),
         ..Map::default()
     };
+    lose_a_device_under_sigkill(&map, "wal1", ("WAL", "wal_degraded:1", "wal_degraded:0"));
+}
+
+/// The same with `flush.copies: 2` on two data devices, `data1` damaged:
+/// every block file has a copy on data0, and the manifest's copy there
+/// is whole (the WAL device's superblock would say otherwise).
+#[test]
+fn with_two_copies_sigkill_and_a_lost_data_device_lose_no_acknowledged_write() {
+    let map = Map {
+        backend: "uring",
+        data_size: "64MiB",
+        file_copies: Some(2),
+        ..Map::default()
+    };
+    let info = ("scrub", "data_devices_lost:1", "data_devices_lost:0");
+    lose_a_device_under_sigkill(&map, "data1", info);
+}
+
+/// SIGKILL under load, `device`'s file damaged each way in its own
+/// folder; the server must come back on its own, degraded (INFO section
+/// `info.0` says `info.1`), with every acknowledged write, twice; then
+/// the device is replaced and the server is whole again (`info.2`).
+fn lose_a_device_under_sigkill(map: &Map, device: &str, info: (&str, &str, &str)) {
+    let seed = seed_or(11);
     for (i, damage) in [Damage::Truncated, Damage::Garbage, Damage::Removed]
         .into_iter()
         .enumerate()
     {
         let mut rng = ChaCha8Rng::seed_from_u64(seed + i as u64);
         let dir = tempdir();
-        let s = Server::start(dir.path(), &map);
+        let s = Server::start(dir.path(), map);
         let mut logs = vec![(0, write_then_kill(s, 0, &mut rng))];
-        damage.apply(&dir.path().join("data/wal1.img"), &mut rng);
-        let s = Server::start(dir.path(), &map);
-        let mut c = s.client();
-        check(&mut c, &logs, seed);
-        let info: String = redis::cmd("INFO").arg("wal").query(&mut c).unwrap();
-        assert!(
-            info.contains("wal_degraded:1") && info.contains("wal_devices_lost:1"),
-            "{damage:?}: {info}"
-        );
-        drop(c);
+        damage.apply(&dir.path().join(format!("data/{device}.img")), &mut rng);
+        let section = |s: &Server| -> String {
+            let mut c = s.client();
+            redis::cmd("INFO").arg(info.0).query(&mut c).unwrap()
+        };
+        let s = Server::start(dir.path(), map);
+        check(&mut s.client(), &logs, seed);
+        let text = section(&s);
+        assert!(text.contains(info.1), "{damage:?}: {text}");
         logs.push((1, write_then_kill(s, 1, &mut rng)));
-        let s = Server::start(dir.path(), &map);
-        let mut c = s.client();
-        check(&mut c, &logs, seed);
-        drop(c);
+        let s = Server::start(dir.path(), map);
+        check(&mut s.client(), &logs, seed);
         s.stop();
-        let (ok, text) = stria(
-            dir.path(),
-            &[
-                "device",
-                "replace",
-                "--config",
-                "stria.yaml",
-                "--device",
-                "wal1",
-                "--force",
-            ],
-        );
+        let args = [
+            "device",
+            "replace",
+            "--config",
+            "stria.yaml",
+            "--device",
+            device,
+            "--force",
+        ];
+        let (ok, text) = stria(dir.path(), &args);
         assert!(ok, "{damage:?}: {text}");
-        let s = Server::start(dir.path(), &map);
-        let mut c = s.client();
-        check(&mut c, &logs, seed);
-        let info: String = redis::cmd("INFO").arg("wal").query(&mut c).unwrap();
-        assert!(info.contains("wal_degraded:0"), "{damage:?}: {info}");
-        drop(c);
+        let s = Server::start(dir.path(), map);
+        check(&mut s.client(), &logs, seed);
+        let text = section(&s);
+        assert!(text.contains(info.2), "{damage:?}: {text}");
         logs.push((2, write_then_kill(s, 2, &mut rng)));
-        let s = Server::start(dir.path(), &map);
-        let mut c = s.client();
-        check(&mut c, &logs, seed);
+        let s = Server::start(dir.path(), map);
+        check(&mut s.client(), &logs, seed);
         s.stop();
     }
 }

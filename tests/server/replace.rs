@@ -115,7 +115,7 @@ fn a_replaced_wal_device_takes_both_copies_again() {
     assert!(
         printed
             .all()
-            .contains("WAL devices that cannot be used: wal0")
+            .contains("devices that cannot be used: wal0, wal1")
             && printed.all().contains("stria device replace"),
         "{}",
         printed.all()
@@ -132,6 +132,17 @@ fn garble_files(dir: &std::path::Path, name: &str) {
         *b = (i as u8).wrapping_mul(31) ^ 0x5a;
     }
     std::fs::write(&path, &bytes).unwrap();
+}
+
+/// INFO's `data_devices_lost`.
+fn lost_data(s: &Server) -> u64 {
+    let mut c = s.client();
+    let info: String = redis::cmd("INFO").arg("scrub").query(&mut c).unwrap();
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("data_devices_lost:"))
+        .expect("data_devices_lost in INFO");
+    line.trim().parse().unwrap()
 }
 
 /// Data blocks read from another copy of their file since the start.
@@ -165,12 +176,42 @@ fn with_two_copies_of_each_block_file_a_lost_data_device_costs_no_key() {
     set_keys(&s, 400, 800);
     s.kill9();
 
-    // data1 is gone: the start names it; a new one in its place takes a
-    // copy of every block file before the command returns.
-    std::fs::remove_file(dir.path().join("data/data1.img")).unwrap();
+    // data1 is gone: the server starts without it, degraded, every key
+    // read from data0's copies.
+    let data = dir.path().join("data");
+    std::fs::copy(data.join("data1.img"), data.join("data1.old")).unwrap();
+    std::fs::remove_file(data.join("data1.img")).unwrap();
+    let s = Server::start(dir.path(), &map);
+    assert_eq!(lost_data(&s), 1, "{}", s.printed.all());
+    check_keys(&s, 800);
+    set_keys(&s, 800, 1000);
+    // Stopped: the flushes are recorded in data0's manifest copy alone.
+    s.stop();
+
+    // The old data1 back and data0 gone: data1's manifest copy missed
+    // those records (the WAL devices say so), so the start is refused.
+    std::fs::rename(data.join("data1.old"), data.join("data1.img")).unwrap();
+    std::fs::rename(data.join("data0.img"), data.join("data0.keep")).unwrap();
     let (status, printed) = serve_to_exit(dir.path(), &map, "127.0.0.1:0");
     assert!(!status.success());
-    assert!(printed.all().contains("data1"), "{}", printed.all());
+    assert!(
+        printed.all().contains("data device data0 cannot be used")
+            && printed
+                .all()
+                .contains("copy on data device data1 may be stale"),
+        "{}",
+        printed.all()
+    );
+    // Both back: the manifest copies agree again, and every key is there.
+    std::fs::rename(data.join("data0.keep"), data.join("data0.img")).unwrap();
+    let s = Server::start(dir.path(), &map);
+    assert_eq!(lost_data(&s), 0, "{}", s.printed.all());
+    check_keys(&s, 1000);
+    s.stop();
+
+    // data1 gone again, and replaced: a new one takes a copy of every
+    // block file before the command returns.
+    std::fs::remove_file(data.join("data1.img")).unwrap();
     let (ok, text) = replace(dir.path(), "data1", false);
     assert!(ok, "{text}");
     assert!(
@@ -181,7 +222,7 @@ fn with_two_copies_of_each_block_file_a_lost_data_device_costs_no_key() {
     // So data0's copies can go bad now: every key comes from data1's.
     garble_files(dir.path(), "data0");
     let s = Server::start(dir.path(), &map);
-    check_keys(&s, 800);
+    check_keys(&s, 1000);
     assert!(copy_reads(&s) > 0);
     let mut c = s.client();
     let info: String = redis::cmd("INFO").arg("scrub").query(&mut c).unwrap();

@@ -237,6 +237,26 @@ pub struct Manifest<D: Device> {
     /// Devices a write failed on while another took it: the manifest goes
     /// on without them (every record is whole on the others).
     lost: Vec<bool>,
+    /// Told of each device left out, before the write that left it out
+    /// returns.
+    watch: Option<MirrorHook>,
+}
+
+/// What a manifest calls when a write leaves a device out (it failed there
+/// while another device took it): the device's index. It returns once
+/// that is recorded durably somewhere a later start reads before it
+/// trusts the manifest copy on that device alone (the engine keeps it on
+/// the WAL devices' superblocks). An error poisons the manifest.
+#[derive(Clone)]
+pub struct MirrorHook(pub std::sync::Arc<LeftOut>);
+
+/// The function inside a [`MirrorHook`].
+pub type LeftOut = dyn Fn(usize) -> Result<(), String> + Send + Sync;
+
+impl std::fmt::Debug for MirrorHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MirrorHook")
+    }
 }
 
 impl<D: Device> Manifest<D> {
@@ -265,6 +285,7 @@ impl<D: Device> Manifest<D> {
             stats: ManifestStats::default(),
             poisoned: None,
             lost: Vec::new(),
+            watch: None,
         };
         // Kill any checkpoint of an earlier manifest in half B first, so
         // it cannot outrank the new one.
@@ -283,6 +304,17 @@ impl<D: Device> Manifest<D> {
         area: (u64, u64),
         queues: &mut [D::Queue],
     ) -> Result<Option<(Manifest<D>, ManifestState)>, ManifestError> {
+        Manifest::open_watched(devices, area, queues, None)
+    }
+
+    /// [`Manifest::open`], telling `watch` of every device a write leaves
+    /// out from the open's own checkpoint on.
+    pub fn open_watched(
+        devices: Vec<D>,
+        area: (u64, u64),
+        queues: &mut [D::Queue],
+        watch: Option<MirrorHook>,
+    ) -> Result<Option<(Manifest<D>, ManifestState)>, ManifestError> {
         let geo = Geometry::new(&devices, area, queues.len())?;
         let images = read_images(&devices, queues, &geo)?;
         let Some(found) = recover(&devices, &geo, &images)? else {
@@ -300,11 +332,17 @@ impl<D: Device> Manifest<D> {
             stats: ManifestStats::default(),
             poisoned: None,
             lost: Vec::new(),
+            watch,
         };
         let next = m.generation + 1;
         m.write_checkpoint(queues, next, None)?;
         let state = m.state.clone();
         Ok(Some((m, state)))
+    }
+
+    /// Tells `watch` of every device a write leaves out from now on.
+    pub fn set_watch(&mut self, watch: Option<MirrorHook>) {
+        self.watch = watch;
     }
 
     /// Reads the state the manifest holds, as [`Manifest::open`] would
@@ -494,12 +532,24 @@ impl<D: Device> Manifest<D> {
                 self.poisoned = Some(e.to_string());
                 return Err(e.into());
             }
-            for i in failed {
+            for &i in &failed {
                 self.lost[i] = true;
                 tracing::error!(
                     "manifest: a write on device {} failed ({e}); DEGRADED: the manifest goes on on its other device",
                     self.devices[i].info().name
                 );
+            }
+            if let Some(watch) = &self.watch {
+                for &i in &failed {
+                    if let Err(why) = (watch.0)(i) {
+                        let why = format!(
+                            "device {} was left out, and that could not be recorded ({why})",
+                            self.devices[i].info().name
+                        );
+                        self.poisoned = Some(why.clone());
+                        return Err(ManifestError::Poisoned(why));
+                    }
+                }
             }
         }
         let live = self.lost.iter().filter(|&&l| !l).count();
@@ -538,7 +588,23 @@ fn read_area<D: Device>(
         let n = (len - at).min(CHUNK);
         match read(at, n) {
             Ok(b) => out.extend_from_slice(&b),
-            Err(e @ DeviceError::Offline { .. }) => return Err(e.into()),
+            Err(DeviceError::Offline {
+                device, kind, why, ..
+            }) => {
+                // A device that answers nothing (missing, pulled): every
+                // unit from here on is unreadable on it.
+                for u in (at..len).step_by(unit as usize) {
+                    let e = DeviceError::Offline {
+                        device: device.clone(),
+                        kind,
+                        lba: (offset + u) / bs,
+                        why: why.clone(),
+                    };
+                    unreadable.push((u, e));
+                }
+                out.resize(len as usize, 0);
+                return Ok((out, unreadable));
+            }
             Err(_) => {
                 // Unit by unit: what cannot be read is left blank.
                 for u in (at..at + n).step_by(unit as usize) {
@@ -573,10 +639,13 @@ fn read_images<D: Device>(
         images.push(image);
         unreadable.push(bad);
     }
+    let sets: Vec<std::collections::HashSet<u64>> = unreadable
+        .iter()
+        .map(|bad| bad.iter().map(|(u, _)| *u).collect())
+        .collect();
     for (d, bad) in unreadable.iter().enumerate() {
         for (at, e) in bad {
-            let elsewhere =
-                (0..devices.len()).any(|o| o != d && !unreadable[o].iter().any(|(u, _)| u == at));
+            let elsewhere = (0..devices.len()).any(|o| o != d && !sets[o].contains(at));
             if !elsewhere {
                 return Err(ManifestError::Corrupt {
                     device: devices[d].info().name.clone(),
@@ -584,9 +653,13 @@ fn read_images<D: Device>(
                     what: format!("cannot be read ({e}), and no other manifest device reads it"),
                 });
             }
+        }
+        // One line a device: a missing one cannot read any unit.
+        if let Some((at, e)) = bad.first() {
             tracing::warn!(
-                "manifest: {} cannot read byte {} of its area ({e}); its records there come from another device",
+                "manifest: {} cannot read {} units of its area, the first at byte {} ({e}); its records there come from another device",
                 devices[d].info().name,
+                bad.len(),
                 geo.first + at
             );
         }

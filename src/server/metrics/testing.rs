@@ -80,6 +80,8 @@ pub fn options() -> EngineOptions {
         flush_chunk: 64 << 10,
         flush_depth: 4,
         scrub: ScrubOptions::off(),
+        lost_data: Vec::new(),
+        manifest_watch: None,
         wal: WalOptions {
             appliance_id: 7,
             segment_size: 512 << 10,
