@@ -36,6 +36,12 @@ pub(super) fn repair<D: Device<Queue: Send>>(
             file.id
         ));
     }
+    // The bad copy's own bytes there: blocks of the covering span outside
+    // the bad range are kept from them where they are good, so a block
+    // bad in the other copy beside the range does not stop the repair.
+    let own = store
+        .read(bad.0, bad.1 + start, (end - start) as usize)
+        .ok();
     let mut why = Vec::new();
     for good in file.places().filter(|&p| p != bad) {
         let name = store.devices[good.0 as usize].info().name.clone();
@@ -47,7 +53,15 @@ pub(super) fn repair<D: Device<Queue: Send>>(
             }
         };
         let place = |(d, s): (u32, u64)| Place::file(d, s, file.id);
-        if let Err(e) = t.table.recopy(&mut bytes, start, place(good), place(bad)) {
+        let made = t.table.recopy_around(
+            &mut bytes,
+            own.as_deref(),
+            start,
+            place(good),
+            place(bad),
+            (from, to),
+        );
+        if let Err(e) = made {
             why.push(format!("{name}: {e}"));
             continue;
         }

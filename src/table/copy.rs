@@ -28,6 +28,25 @@ impl Table {
     /// zeros and the footer are written as the file's footer says.
     pub fn recopy(&self, bytes: &mut [u8], at: u64, from: Place, to: Place) -> Result<()> {
         let end = at + bytes.len() as u64;
+        self.recopy_around(bytes, None, at, from, to, (at, end))
+    }
+
+    /// As [`Table::recopy`], but only the blocks that overlap `need` (the
+    /// bad range) must be good in `from`'s bytes. A block outside it, in
+    /// the device blocks the write covers, is kept as `own` (the bytes the
+    /// copy at `to` holds there, if they could be read) has it when it
+    /// checks at `to`, and taken from `from` otherwise: two copies bad in
+    /// neighbouring blocks repair each other.
+    pub fn recopy_around(
+        &self,
+        bytes: &mut [u8],
+        own: Option<&[u8]>,
+        at: u64,
+        from: Place,
+        to: Place,
+        need: (u64, u64),
+    ) -> Result<()> {
+        let end = at + bytes.len() as u64;
         let (from, to) = (self.bound(from), self.bound(to));
         for (offset, len, sealed) in self.pieces() {
             if offset < at || offset + len > end {
@@ -38,13 +57,23 @@ impl Table {
                 }
                 continue;
             }
-            let piece = &mut bytes[(offset - at) as usize..(offset - at + len) as usize];
-            if sealed {
-                check_crc(piece, "block", offset, from)?;
-                to.reseal(piece, offset);
-            } else {
+            let range = (offset - at) as usize..(offset - at + len) as usize;
+            let piece = &mut bytes[range.clone()];
+            if !sealed {
                 piece.copy_from_slice(&self.plain_piece(offset, len));
+                continue;
             }
+            let needed = offset < need.1 && offset + len > need.0;
+            if !needed {
+                if let Some(own) = own.map(|o| &o[range]) {
+                    if check_crc(own, "block", offset, to).is_ok() {
+                        piece.copy_from_slice(own);
+                        continue;
+                    }
+                }
+            }
+            check_crc(piece, "block", offset, from)?;
+            to.reseal(piece, offset);
         }
         Ok(())
     }

@@ -375,4 +375,34 @@ fn copies_differ_in_their_checksums_alone_and_rebuild_each_other() {
         let mut bytes = second[s as usize..e as usize].to_vec();
         assert!(t.recopy(&mut bytes, s, p0, p1).is_err());
     }
+    // The second copy bad in one block, the first bad in the block before
+    // it, which shares a 512-byte device block with it: the device blocks
+    // to rewrite take the neighbour from the second copy's own bytes.
+    let pieces = t.pieces();
+    let i = (1..pieces.len())
+        .find(|&i| {
+            let (at, _, sealed) = pieces[i];
+            sealed && pieces[i - 1].2 && at % 512 != 0 && at > n / 3
+        })
+        .expect("a block that does not start on a device block");
+    let (from, len, _) = pieces[i];
+    let to = from + len;
+    let (a, b) = (from / 512 * 512, to.div_ceil(512) * 512);
+    let (s, e) = t.span(a, b);
+    assert!(s < from, "the span takes the block before");
+    let (mut good, mut bad) = (first.clone(), second.clone());
+    good[pieces[i - 1].0 as usize + 5] ^= 0x10;
+    bad[from as usize + 5] ^= 0x10;
+    let mut bytes = good[s as usize..e as usize].to_vec();
+    assert!(t.recopy(&mut bytes, s, p0, p1).is_err());
+    let mut bytes = good[s as usize..e as usize].to_vec();
+    let own = &bad[s as usize..e as usize];
+    t.recopy_around(&mut bytes, Some(own), s, p0, p1, (from, to))
+        .unwrap();
+    assert_eq!(bytes, second[s as usize..e as usize]);
+    // Without the bad copy's own bytes, the neighbour stops it.
+    let mut bytes = good[s as usize..e as usize].to_vec();
+    assert!(t
+        .recopy_around(&mut bytes, None, s, p0, p1, (from, to))
+        .is_err());
 }
