@@ -727,8 +727,9 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 tracing::error!("freeing an extent of too few copies: {e}");
             }
         }
-        // The largest file that fits `copies` devices.
+        // The largest file that fits `copies` devices that are not lost.
         let mut largest: Vec<u64> = (0..ext.devices() as u32)
+            .filter(|&d| !self.store.is_lost(d))
             .map(|d| ext.largest_free(d))
             .collect();
         largest.sort_unstable_by(|a, b| b.cmp(a));
