@@ -8,23 +8,39 @@ use stria::config::{Durability, SimFaults};
 use stria::device::sim::SimDevice;
 use stria::engine::Engine;
 
+use stria::engine::EngineOptions;
+
 use crate::engine_env::{key, model, open, options, value, Devices};
+
+/// Two WAL devices at `wal.copies: 2` and one data device.
+fn two_copies(seed: u64) -> (Devices, EngineOptions) {
+    let mut opts = options();
+    opts.wal.copies = 2;
+    (Devices::new(2, 1, 64, &model(seed)), opts)
+}
+
+/// Keys `range` written at `sync`.
+fn put(e: &Engine<SimDevice>, range: std::ops::Range<u64>) {
+    for i in range {
+        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
+            .unwrap();
+    }
+}
+
+/// Keys `0..n` each hold what [`put`] wrote.
+fn check(e: &Engine<SimDevice>, n: u64) {
+    for i in 0..n {
+        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
+    }
+}
 
 #[test]
 fn a_lost_wal_device_costs_no_acknowledged_write_with_two_copies() {
-    let devs = Devices::new(2, 1, 64, &model(5));
-    let mut opts = options();
-    opts.wal.copies = 2;
+    let (devs, opts) = two_copies(5);
     let (e, _) = open(&devs, &opts);
-    for i in 0..300 {
-        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
-            .unwrap();
-    }
+    put(&e, 0..300);
     devs.wal[1].vanish();
-    for i in 300..600 {
-        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
-            .unwrap();
-    }
+    put(&e, 300..600);
     assert_eq!(e.stats().wal.device_lost, [0, 1]);
     // A power cut: only what a flush made durable is kept.
     devs.cut_power();
@@ -35,13 +51,8 @@ fn a_lost_wal_device_costs_no_acknowledged_write_with_two_copies() {
     let (e, report) = open(&devs, &opts);
     assert!(report.wal.contains("wal1"), "{report}");
     assert_eq!(e.stats().wal.device_lost, [0, 1]);
-    for i in 0..600 {
-        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
-    }
-    for i in 600..700 {
-        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
-            .unwrap();
-    }
+    check(&e, 600);
+    put(&e, 600..700);
     devs.cut_power();
     drop(e);
     let mut devs = devs.reboot(10);
@@ -49,9 +60,7 @@ fn a_lost_wal_device_costs_no_acknowledged_write_with_two_copies() {
     devs.wal[1] = SimDevice::new("wal1", 4096, 4096, 64, model(7));
     let (e, _) = open(&devs, &opts);
     assert_eq!(e.stats().wal.device_lost, [0, 0]);
-    for i in 0..700 {
-        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
-    }
+    check(&e, 700);
     // It goes on writing, on both copies again: wal0 may go now.
     e.put(b"after", b"1", Some(Durability::Sync)).unwrap();
     devs.cut_power();
@@ -60,9 +69,7 @@ fn a_lost_wal_device_costs_no_acknowledged_write_with_two_copies() {
     devs.wal[0].vanish();
     let (e, _) = open(&devs, &opts);
     assert_eq!(e.stats().wal.device_lost, [1, 0]);
-    for i in 0..700 {
-        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
-    }
+    check(&e, 700);
     assert_eq!(e.get(b"after").unwrap(), Some(b"1".to_vec()));
     e.close().unwrap();
 }
@@ -73,23 +80,15 @@ fn a_lost_wal_device_costs_no_acknowledged_write_with_two_copies() {
 /// the manifest's mark makes the start refuse instead, naming it.
 #[test]
 fn a_start_never_takes_the_log_from_a_device_that_missed_batches() {
-    let devs = Devices::new(2, 1, 64, &model(15));
-    let mut opts = options();
-    opts.wal.copies = 2;
+    let (devs, opts) = two_copies(15);
     let (e, _) = open(&devs, &opts);
-    for i in 0..100 {
-        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
-            .unwrap();
-    }
+    put(&e, 0..100);
     // wal1 fails its writes: lost, and what follows is on wal0 alone.
     devs.wal[1].set_faults(SimFaults {
         write_error_rate: 1.0,
         ..SimFaults::default()
     });
-    for i in 100..200 {
-        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
-            .unwrap();
-    }
+    put(&e, 100..200);
     assert_eq!(e.stats().wal.device_lost, [0, 1]);
     devs.cut_power();
     drop(e);
@@ -115,9 +114,7 @@ fn a_start_never_takes_the_log_from_a_device_that_missed_batches() {
     let after = back.reboot(18);
     after.wal[0].vanish();
     let (e, _) = open(&after, &opts);
-    for i in 0..200 {
-        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
-    }
+    check(&e, 200);
     e.close().unwrap();
 }
 
@@ -145,20 +142,12 @@ fn with_one_copy_a_lost_wal_device_fails_writes_with_its_name() {
 /// though later batches, on both devices, said they were durable.
 #[test]
 fn batches_found_on_one_device_alone_are_flushed_at_the_start() {
-    let devs = Devices::new(2, 1, 64, &model(8));
-    let mut opts = options();
-    opts.wal.copies = 2;
+    let (devs, opts) = two_copies(8);
     let (e, _) = open(&devs, &opts);
-    for i in 0..100 {
-        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
-            .unwrap();
-    }
+    put(&e, 0..100);
     // wal1 goes; what follows has its one copy on wal0.
     devs.wal[1].vanish();
-    for i in 100..200 {
-        e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
-            .unwrap();
-    }
+    put(&e, 100..200);
     devs.cut_power();
     drop(e);
     let mut devs = devs.reboot(11);
@@ -172,9 +161,7 @@ fn batches_found_on_one_device_alone_are_flushed_at_the_start() {
     let mut devs = devs.reboot(13);
     devs.wal[0] = SimDevice::new("wal0", 4096, 4096, 64, model(14));
     let (e, _) = open(&devs, &opts);
-    for i in 0..200 {
-        assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
-    }
+    check(&e, 200);
     assert_eq!(e.get(b"after").unwrap(), Some(b"1".to_vec()));
     e.close().unwrap();
 }
