@@ -135,6 +135,16 @@ pub fn replace(
     drop(current);
     // Before the device is blank, the manifest says it lacks the log, so
     // that no start recovers the log from it alone.
+    // A data device holding a copy of the manifest: its copy is blank
+    // until a start writes to both, so the WAL devices say so first.
+    let mirror = cfg.flush.devices.iter().position(|d| d == name);
+    if let Some(mirror) = mirror.filter(|&m| m < 2 && cfg.flush.devices.len() > 1) {
+        crate::engine::mark_manifest_copy_replaced(cfg, mirror).map_err(|e| {
+            refuse(format!(
+                "cannot record on the WAL devices that {name}'s manifest copy is blank: {e}"
+            ))
+        })?;
+    }
     if let Some(stripe) = cfg.wal.devices.iter().position(|d| d == name) {
         crate::engine::mark_wal_replaced(cfg, stripe as u32).map_err(|e| {
             refuse(format!(

@@ -80,6 +80,7 @@ pub use filter::{CompactionFilter, FilterFactory};
 pub use open::{EngineDevices, OpenReport};
 pub use scrub::{ScrubFinding, ScrubReport};
 pub use scrubber::{ScrubOptions, ScrubProgress};
+pub use stale_manifest::mark_replaced as mark_manifest_copy_replaced;
 pub use stats::{EngineStats, FlushReactorStats};
 pub use wal_marks::mark_replaced as mark_wal_replaced;
 pub use write::Pending;

@@ -275,13 +275,31 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             .map(|d| d.open_queue())
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let regions_n = opts.split_keys.len() + 1;
+        let absent: Vec<usize> = opts
+            .lost_data
+            .iter()
+            .map(|&(d, _)| d as usize)
+            .filter(|&d| d < manifest_devices)
+            .collect();
         let (manifest, state, created) = match Manifest::open_watched(
             data[..manifest_devices].to_vec(),
             area,
             &mut queues,
             opts.manifest_watch.clone(),
+            &absent,
         )? {
             Some((m, s)) => (m, s, false),
+            // A blank copy left is no manifest to start from.
+            None if !absent.is_empty() => {
+                return Err(EngineError::Layout(format!(
+                    "the manifest copy on the data devices left is blank, and {} cannot be used: a start without it needs the other copy",
+                    absent
+                        .iter()
+                        .map(|&d| data[d].info().name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
             None => {
                 let init = ManifestState {
                     replay_from: 1,
@@ -485,7 +503,12 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 engine.flush_all()?;
             }
             let point = engine.inner.replay_point(None, None);
-            wal_marks::make_whole(&engine.inner.manifest, &manifest_on, point)?;
+            wal_marks::make_whole(
+                &engine.inner.manifest,
+                &manifest_on,
+                state.wal_stale.iter().copied().collect(),
+                point,
+            )?;
             engine.inner.wal.release(point - 1);
             tracing::info!(
                 "every WAL device holds the log from LSN {point} on: marks of WAL devices lacking batches cleared"

@@ -93,7 +93,13 @@ pub(super) fn hook(wal: &[AnyDevice]) -> Option<MirrorHook> {
 /// Clears the marks once the engine opened with both manifest copies
 /// written (its open's checkpoint is on both: they agree again).
 pub(super) fn clear_if_whole(engine: &Engine<AnyDevice>, wal: &[AnyDevice], stale: u8) {
-    if stale == 0 || !engine.manifest_left_out().is_empty() {
+    if stale == 0 {
+        return;
+    }
+    // Under the manifest's lock: a write that leaves a copy out marks it
+    // while holding it, so no mark made since the check is cleared here.
+    let manifest = engine.inner.manifest.lock().expect("manifest lock");
+    if !manifest.lost().is_empty() {
         return;
     }
     for d in wal.iter().filter(|d| d.kind() != BackendKind::Sim) {
@@ -119,4 +125,30 @@ fn mark(d: &AnyDevice, change: impl Fn(u8) -> u8) -> std::result::Result<(), Str
     }
     sb.stale_manifest = bits;
     write_superblock(d, &sb).map_err(|e| e.to_string())
+}
+
+/// Marks the manifest copy on data device `mirror` of `cfg` stale on the
+/// map's WAL devices (at least one must take it), before `stria device
+/// replace` blanks that device: until a start writes its checkpoint to
+/// both copies, the blank one is no manifest to start from alone.
+pub fn mark_replaced(cfg: &Config, mirror: usize) -> std::result::Result<(), String> {
+    let mut why = Vec::new();
+    let mut took = 0;
+    for name in &cfg.wal.devices {
+        let d = cfg.device(name).expect("validated device name");
+        let marked = AnyDevice::open(d, &cfg.spdk)
+            .map_err(|e| e.to_string())
+            .and_then(|d| match d.kind() {
+                BackendKind::Sim => Err("a sim device has no superblock".into()),
+                _ => mark(&d, |bits| bits | (1 << mirror)),
+            });
+        match marked {
+            Ok(()) => took += 1,
+            Err(e) => why.push(format!("{name}: {e}")),
+        }
+    }
+    if took == 0 {
+        return Err(format!("no WAL device took the mark ({})", why.join("; ")));
+    }
+    Ok(())
 }

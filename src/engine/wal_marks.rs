@@ -82,15 +82,17 @@ pub(super) fn mark_missing<D: Device + Clone>(
     record(manifest, devices, &edit)
 }
 
-/// Clears every mark once the log from `replay_from` on is on every WAL
-/// device (a start with all of them, its memstores flushed).
+/// Clears the marks `back` (those a start with every WAL device found)
+/// once the log from `replay_from` on is on every WAL device (its
+/// memstores flushed). A mark made since stays.
 pub(super) fn make_whole<D: Device + Clone>(
     manifest: &Mutex<Manifest<D>>,
     devices: &[D],
+    back: Vec<u32>,
     replay_from: u64,
 ) -> Result<()> {
     let edit = Edit {
-        wal_whole: true,
+        wal_back: back,
         replay_from: Some(replay_from),
         ..Edit::default()
     };

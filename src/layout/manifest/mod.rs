@@ -37,7 +37,7 @@
 //! | payload | fields |
 //! |---|---|
 //! | checkpoint | count, split keys (`bytes` each); count, flushed LSNs (u64 each); replay_from u64; next_file_id u64; file count u64, files; version 3: count, stale WAL devices (u32 each) |
-//! | edit | count, added files; count, removed ids (u64 each); count, (region u32, LSN u64) pairs; u8 0, or u8 1 and replay_from u64; version 3: u8 1 if every WAL device is whole again (else 0), count, WAL devices lost (u32 each) |
+//! | edit | count, added files; count, removed ids (u64 each); count, (region u32, LSN u64) pairs; u8 0, or u8 1 and replay_from u64; version 3: count, WAL devices whole again (u32 each); count, WAL devices lost (u32 each) |
 //! | file | id u64, region u32, device u32, offset u64, len u64, max_lsn u64, entries u64, min_key `bytes`, max_key `bytes` (bounds of the file's keys, see [`FileRecord`]); version 2: count, then (device u32, offset u64) of each other copy |
 //!
 //! # Writing
@@ -304,19 +304,22 @@ impl<D: Device> Manifest<D> {
         area: (u64, u64),
         queues: &mut [D::Queue],
     ) -> Result<Option<(Manifest<D>, ManifestState)>, ManifestError> {
-        Manifest::open_watched(devices, area, queues, None)
+        Manifest::open_watched(devices, area, queues, None, &[])
     }
 
     /// [`Manifest::open`], telling `watch` of every device a write leaves
-    /// out from the open's own checkpoint on.
+    /// out from the open's own checkpoint on, without reading the devices
+    /// at the positions `absent` (known missing: every unit is read from
+    /// the others, and the open's checkpoint leaves them out).
     pub fn open_watched(
         devices: Vec<D>,
         area: (u64, u64),
         queues: &mut [D::Queue],
         watch: Option<MirrorHook>,
+        absent: &[usize],
     ) -> Result<Option<(Manifest<D>, ManifestState)>, ManifestError> {
         let geo = Geometry::new(&devices, area, queues.len())?;
-        let images = read_images(&devices, queues, &geo)?;
+        let images = read_images(&devices, queues, &geo, absent)?;
         let Some(found) = recover(&devices, &geo, &images)? else {
             return Ok(None);
         };
@@ -353,7 +356,7 @@ impl<D: Device> Manifest<D> {
         queues: &mut [D::Queue],
     ) -> Result<Option<ManifestState>, ManifestError> {
         let geo = Geometry::new(devices, area, queues.len())?;
-        let images = read_images(devices, queues, &geo)?;
+        let images = read_images(devices, queues, &geo, &[])?;
         Ok(recover(devices, &geo, &images)?.map(|found| found.state))
     }
 
@@ -588,23 +591,7 @@ fn read_area<D: Device>(
         let n = (len - at).min(CHUNK);
         match read(at, n) {
             Ok(b) => out.extend_from_slice(&b),
-            Err(DeviceError::Offline {
-                device, kind, why, ..
-            }) => {
-                // A device that answers nothing (missing, pulled): every
-                // unit from here on is unreadable on it.
-                for u in (at..len).step_by(unit as usize) {
-                    let e = DeviceError::Offline {
-                        device: device.clone(),
-                        kind,
-                        lba: (offset + u) / bs,
-                        why: why.clone(),
-                    };
-                    unreadable.push((u, e));
-                }
-                out.resize(len as usize, 0);
-                return Ok((out, unreadable));
-            }
+            Err(e @ DeviceError::Offline { .. }) => return Err(e.into()),
             Err(_) => {
                 // Unit by unit: what cannot be read is left blank.
                 for u in (at..at + n).step_by(unit as usize) {
@@ -631,11 +618,29 @@ fn read_images<D: Device>(
     devices: &[D],
     queues: &mut [D::Queue],
     geo: &Geometry,
+    absent: &[usize],
 ) -> Result<Vec<Vec<u8>>, ManifestError> {
     let mut images = Vec::with_capacity(devices.len());
     let mut unreadable = Vec::with_capacity(devices.len());
-    for (d, q) in devices.iter().zip(queues.iter_mut()) {
-        let (image, bad) = read_area(d, q, geo.first, 2 * geo.half, geo.unit)?;
+    for (i, (d, q)) in devices.iter().zip(queues.iter_mut()).enumerate() {
+        let len = 2 * geo.half;
+        if absent.contains(&i) {
+            let why = |u: u64| DeviceError::Offline {
+                device: d.info().name.clone(),
+                kind: crate::device::IoKind::Read,
+                lba: (geo.first + u) / u64::from(d.info().block_size),
+                why: "the device is missing".into(),
+            };
+            images.push(vec![0; len as usize]);
+            unreadable.push(
+                (0..len)
+                    .step_by(geo.unit as usize)
+                    .map(|u| (u, why(u)))
+                    .collect(),
+            );
+            continue;
+        }
+        let (image, bad) = read_area(d, q, geo.first, len, geo.unit)?;
         images.push(image);
         unreadable.push(bad);
     }

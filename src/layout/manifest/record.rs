@@ -352,7 +352,10 @@ pub fn encode_edit(e: &Edit) -> Vec<u8> {
             w.u64(r);
         }
     }
-    w.u8(u8::from(e.wal_whole));
+    w.count(e.wal_back.len());
+    for &d in &e.wal_back {
+        w.u32(d);
+    }
     w.count(e.wal_lost.len());
     for &d in &e.wal_lost {
         w.u32(d);
@@ -380,11 +383,9 @@ pub fn decode_edit(b: &[u8], version: u32) -> Result<Edit, String> {
         other => return Err(format!("replay point flag {other}")),
     };
     if version >= 3 {
-        e.wal_whole = match r.u8("WAL whole flag")? {
-            0 => false,
-            1 => true,
-            other => return Err(format!("WAL whole flag {other}")),
-        };
+        for _ in 0..r.u32("WAL devices back count")? {
+            e.wal_back.push(r.u32("WAL device back")?);
+        }
         for _ in 0..r.u32("lost WAL device count")? {
             e.wal_lost.push(r.u32("lost WAL device")?);
         }

@@ -74,9 +74,9 @@ pub struct Edit {
     pub flushed: Vec<(u32, u64)>,
     /// `replay_from = max(replay_from, this)`.
     pub replay_from: Option<u64>,
-    /// Clear every WAL device's mark (`wal_stale`), before `wal_lost` is
-    /// applied: every WAL device holds every batch from the replay point.
-    pub wal_whole: bool,
+    /// WAL devices whose marks (`wal_stale`) go, before `wal_lost` is
+    /// applied: they hold every batch from the replay point again.
+    pub wal_back: Vec<u32>,
     /// WAL devices to mark as lacking batches (`wal_stale`).
     pub wal_lost: Vec<u32>,
 }
@@ -212,8 +212,8 @@ impl ManifestState {
         if let Some(r) = e.replay_from {
             self.replay_from = self.replay_from.max(r);
         }
-        if e.wal_whole {
-            self.wal_stale.clear();
+        for d in &e.wal_back {
+            self.wal_stale.remove(d);
         }
         self.wal_stale.extend(&e.wal_lost);
         Ok(())
@@ -221,13 +221,11 @@ impl ManifestState {
 
     /// How many WAL devices are marked once `e` is applied.
     pub fn wal_stale_after(&self, e: &Edit) -> usize {
-        let kept = if e.wal_whole { 0 } else { self.wal_stale.len() };
-        kept + e
-            .wal_lost
-            .iter()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .filter(|d| e.wal_whole || !self.wal_stale.contains(d))
-            .count()
+        let mut marks = self.wal_stale.clone();
+        for d in &e.wal_back {
+            marks.remove(d);
+        }
+        marks.extend(&e.wal_lost);
+        marks.len()
     }
 }

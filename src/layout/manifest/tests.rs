@@ -93,7 +93,9 @@ fn random_edit(rng: &mut ChaCha8Rng, s: &ManifestState) -> Edit {
     if rng.random_bool(0.3) {
         e.replay_from = Some(rng.random_range(0..1000));
     }
-    e.wal_whole = rng.random_bool(0.1);
+    if rng.random_bool(0.1) {
+        e.wal_back.push(rng.random_range(0..4));
+    }
     if rng.random_bool(0.15) {
         e.wal_lost.push(rng.random_range(0..4));
     }
@@ -654,11 +656,12 @@ fn decoding_never_panics() {
         assert_eq!(record::decode_edit(&bytes, 3).unwrap(), e);
         // Version 2 had no WAL marks: the same edit without them.
         let v2 = Edit {
-            wal_whole: false,
+            wal_back: Vec::new(),
             wal_lost: Vec::new(),
             ..e.clone()
         };
-        let old = &record::encode_edit(&v2)[..bytes.len() - 5 - 4 * e.wal_lost.len()];
+        let old = &record::encode_edit(&v2)
+            [..bytes.len() - 8 - 4 * (e.wal_lost.len() + e.wal_back.len())];
         assert_eq!(record::decode_edit(old, 2).unwrap(), v2);
         state.apply(&e).unwrap();
         let enc = record::encode_state(&state);

@@ -12,7 +12,7 @@
 
 use super::read::{chunks, read_ranges};
 use super::{RecoveryError, RecoveryOptions, WalDevice};
-use crate::device::Device;
+use crate::device::{Device, DeviceError};
 use crate::wal::format::{
     decode_batch_header, decode_records, FormatError, Geometry, Record, SegmentHeader,
     BATCH_HEADER_BYTES,
@@ -89,6 +89,14 @@ pub(super) fn scan_device<D: Device>(
 ) -> Result<DeviceScan, RecoveryError> {
     let geometry = Geometry::new(wd.device.info(), opts.segment_size);
     let mut queue = wd.device.open_queue()?;
+    // Block 0 first: a device that answers nothing (one that stands in
+    // for a missing device, whatever its geometry) fails here, as a
+    // device; a block it cannot read is left to the superblock's copies.
+    if let Err(e @ DeviceError::Offline { .. }) =
+        read_ranges(&wd.device, &wd.name, &mut queue, &[(0, 1)], |_, _| true)
+    {
+        return Err(e.into());
+    }
     let heads: Vec<(u64, u64)> = (0..geometry.segments)
         .map(|i| (geometry.segment_lba(i), 1))
         .collect();
