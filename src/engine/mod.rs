@@ -302,12 +302,6 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         &self.inner.store.devices
     }
 
-    /// The manifest devices writes have left out (a write failed there
-    /// while the other took it), by name.
-    pub fn manifest_left_out(&self) -> Vec<String> {
-        self.inner.manifest.lock().expect("manifest lock").lost()
-    }
-
     /// The WAL devices, in stripe order.
     pub fn wal_devices(&self) -> &[D] {
         &self.inner.wal_devices
