@@ -13,7 +13,7 @@ use super::{flush, scrubber, stale_manifest, wal_marks, Engine, EngineOptions, I
 use crate::config::{Config, Role, RESERVED_BYTES};
 use crate::device::{AnyDevice, BackendKind, Device};
 use crate::layout::extents::Extents;
-use crate::layout::manifest::{Manifest, ManifestState};
+use crate::layout::manifest::{Edit, Manifest, ManifestState};
 use crate::memstore::{entry_bytes, Admission, Memory, Regions};
 use crate::table::{BlockCache, EntryKind};
 use crate::wal::format::RecordOp;
@@ -494,6 +494,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 "{single_copy} WAL batches were found on one device alone: flushing the memstores before serving"
             );
             engine.flush_all()?;
+            engine.inner.record_replay_point()?;
         }
         // Every WAL device is back (or replaced) after some were marked as
         // lacking batches: once the memstores are flushed, the log from the
@@ -548,6 +549,35 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
 }
 
 impl<D: Device<Queue: Send> + Clone> Inner<D> {
+    /// Records in the manifest the replay point the memstores allow, when
+    /// it is past the one recorded, and releases the log below it. After
+    /// [`Engine::flush_all`] at a start that must not serve until the log
+    /// has moved past some batches: flushes of two regions that finish
+    /// together each count the other's memstore in the point they record,
+    /// so neither may move it.
+    fn record_replay_point(&self) -> Result<()> {
+        let point = self.replay_point(None, None);
+        let recorded = self
+            .manifest
+            .lock()
+            .expect("manifest lock")
+            .state()
+            .replay_from;
+        if point > recorded {
+            let edit = Edit {
+                replay_from: Some(point),
+                ..Edit::default()
+            };
+            wal_marks::record(
+                &self.manifest,
+                &self.store.devices[..self.manifest_devices],
+                &edit,
+            )?;
+        }
+        self.wal.release(point.saturating_sub(1));
+        Ok(())
+    }
+
     /// Inserts one recovered record into region `r`'s active memstore.
     fn replay(&self, r: usize, lsn: u64, op: RecordOp, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
         if self.memory.is_over() {

@@ -4,7 +4,7 @@
 //! not (the manifest's marks); a new device in its place makes the log
 //! whole again.
 
-use stria::config::{Durability, SimFaults};
+use stria::config::{Durability, SimFaults, RESERVED_BYTES};
 use stria::device::sim::SimDevice;
 use stria::engine::Engine;
 
@@ -164,4 +164,49 @@ fn batches_found_on_one_device_alone_are_flushed_at_the_start() {
     check(&e, 200);
     assert_eq!(e.get(b"after").unwrap(), Some(b"1".to_vec()));
     e.close().unwrap();
+}
+
+/// The start that flushes batches found on one device alone records a
+/// replay point past them, however its flushes interleave. Flushes of two
+/// regions that finish together each count the other's memstore in the
+/// point they record, so neither moved it past the batches: the next
+/// start replayed them again, and had the device holding their one copy
+/// failed by then, it would have refused, since later batches say they
+/// were durable. With `--features failpoints` every flush waits between
+/// choosing its point and recording it, so the two always overlap.
+#[test]
+fn the_start_that_flushes_single_copy_batches_records_a_replay_point_past_them() {
+    #[cfg(feature = "failpoints")]
+    fail::cfg("flush-replay-point-chosen", "sleep(20)").unwrap();
+    for seed in 0..10 {
+        let (devs, opts) = two_copies(100 + seed);
+        let (e, _) = open(&devs, &opts);
+        // Keys of two regions, so the start flushes two memstores.
+        for i in (0..60).filter(|i| i % 3 != 2) {
+            e.put(&key(i), &value(i, 0, 200), Some(Durability::Sync))
+                .unwrap();
+        }
+        devs.cut_power();
+        drop(e);
+        let devs = devs.reboot(200 + seed);
+        // wal1's log now ends after its 20th batch (each a block, from the
+        // block after segment 0's header), as if a blank block had been
+        // written there by mistake: the rest are on wal0 alone.
+        let segment0 = RESERVED_BYTES / 4096;
+        devs.wal[1].misdirect_at_rest(4000, segment0 + 21);
+        let (e, report) = open(&devs, &opts);
+        assert!(report.wal.contains("found on one device alone"), "{report}");
+        let point = e.stats().replay_point;
+        devs.cut_power();
+        drop(e);
+        let devs = devs.reboot(300 + seed);
+        let (e, report) = open(&devs, &opts);
+        assert_eq!(report.replay_from, point, "seed {seed}: {report}");
+        for i in (0..60).filter(|i| i % 3 != 2) {
+            assert_eq!(e.get(&key(i)).unwrap(), Some(value(i, 0, 200)), "key {i}");
+        }
+        e.close().unwrap();
+    }
+    #[cfg(feature = "failpoints")]
+    fail::remove("flush-replay-point-chosen");
 }
