@@ -42,8 +42,12 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum DeviceCommand {
-    /// Put a new, empty device where a WAL or data device was lost
-    /// (offline: stop the appliance first).
+    /// Put a new, empty device where a WAL or data device was lost.
+    ///
+    /// A WAL device the running appliance lost is replaced online: its
+    /// server writes the new device and takes it into the log, and this
+    /// waits until the memstores are flushed past where it joined. Any
+    /// other replacement is offline (stop the appliance first).
     ///
     /// With wal.copies above 1 the appliance runs degraded without a failed
     /// WAL device. This writes the new device through, gives it an empty
@@ -71,6 +75,11 @@ enum DeviceCommand {
         /// other copy (wal.copies: 1).
         #[arg(long)]
         force: bool,
+        /// Where the running appliance's server listens, when it is not the
+        /// map's server.listen (a WAL device the running appliance lost is
+        /// replaced online, by the server).
+        #[arg(long, value_name = "ADDR")]
+        server: Option<std::net::SocketAddr>,
     },
 }
 
@@ -539,8 +548,23 @@ fn run(command: Command) -> Result<ExitCode, String> {
             device,
             with,
             force,
+            server,
         }) => {
             let (cfg, _) = locate(config.as_ref())?;
+            if with.is_none() && cfg.wal.devices.contains(&device) && admin::serving(&cfg) {
+                // The appliance runs: its server takes the device back.
+                println!("the appliance is running: replacing {device} online");
+                let addr = server.unwrap_or(cfg.server.listen);
+                let from =
+                    admin::replace_online(&cfg, addr, &device, Duration::from_secs(3600), |s| {
+                        println!("  wal_replace:{s}")
+                    })
+                    .map_err(|e| e.to_string())?;
+                println!(
+                    "{device} holds the log again: every WAL batch from LSN {from} on has its copies, and the memstores are flushed past it"
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let moved = with.clone();
             let sb = admin::replace(&cfg, &device, with, force).map_err(|e| e.to_string())?;
             println!("replaced {device}: {sb}");

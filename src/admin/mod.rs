@@ -5,13 +5,15 @@
 mod erase;
 mod format;
 mod inspect;
+mod online;
 mod replace;
 mod superblock;
 
 pub use erase::{erase, guard, holdings};
 pub use format::{format, FormatReport, Formatted};
 pub use inspect::{inspect, DeviceReport, DeviceState};
-pub use replace::replace;
+pub use online::{replace_online, serving};
+pub use replace::{prepare_online, replace};
 pub(crate) use superblock::{read_superblock, read_superblock_copies, write_superblock};
 pub use superblock::{Copies, SUPERBLOCK_COPIES};
 

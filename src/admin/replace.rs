@@ -9,9 +9,9 @@
 //! index and role the map gives it, after the manifest has marked it as
 //! lacking the log (so that no start recovers the log from it alone). The
 //! next start (the caller makes one) writes every new batch to it again,
-//! flushes the memstores and clears the mark. Online replacement is not
-//! built: the WAL reactor would have to take the device back while it
-//! runs.
+//! flushes the memstores and clears the mark. A WAL device the running
+//! appliance lost is replaced online instead ([`prepare_online`], then the
+//! engine takes it into the WAL's stripe).
 //!
 //! A data device, with `flush.copies` above one: the new device gets a
 //! blank manifest area and the superblock; the caller then opens the
@@ -26,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::erase::erase_device;
 use super::format::in_memory;
 use super::{read_superblock, write_superblock, AdminError};
-use crate::config::{BackendConfig, Config, Role};
+use crate::config::{BackendConfig, Config, DeviceConfig, Role};
 use crate::device::{self, AnyDevice, Device};
 use crate::layout::{Superblock, FORMAT_VERSION};
 
@@ -41,26 +41,7 @@ pub fn replace(
     force: bool,
 ) -> Result<Superblock, AdminError> {
     let refuse = |why: String| AdminError::Replace(why);
-    let Some(index) = cfg.devices.iter().position(|d| d.name == name) else {
-        return Err(refuse(format!("the map has no device named {name:?}")));
-    };
-    let mut dev = cfg.devices[index].clone();
-    let used = cfg.wal.devices.contains(&dev.name) || cfg.flush.devices.contains(&dev.name);
-    if !used {
-        return Err(refuse(format!(
-            "{name} is not one of the map's WAL or flush devices"
-        )));
-    }
-    if dev.role == Role::Data && cfg.flush.copies < 2 {
-        return Err(refuse(format!(
-            "{name} is a data device and flush.copies is 1: its block files have no other copy, so there is nothing to rebuild it from"
-        )));
-    }
-    if in_memory(&dev) {
-        return Err(refuse(format!(
-            "{name} is a sim device, in memory: there is nothing to replace"
-        )));
-    }
+    let (index, mut dev) = target(cfg, name)?;
     if dev.role == Role::Wal && cfg.wal.copies < 2 && !force {
         return Err(refuse(format!(
             "with wal.copies: 1 the log on {name} has no other copy: replacing it loses what the engine has not flushed (pass --force to replace it anyway)"
@@ -92,31 +73,7 @@ pub fn replace(
             Err(_) => {} // missing: the replacement creates it, others say so below
         }
     }
-    // The appliance, from the devices that are not being replaced.
-    let mut appliance = None;
-    // What the other WAL devices say of the manifest copies, kept on the
-    // new one too.
-    let mut stale_manifest = 0;
-    for other in cfg
-        .devices
-        .iter()
-        .filter(|d| d.name != name && !in_memory(d))
-    {
-        if other.path().is_some_and(|p| !p.exists()) {
-            continue;
-        }
-        if let Ok(Ok(sb)) = AnyDevice::open(other, &cfg.spdk).and_then(|d| read_superblock(&d)) {
-            if sb.role == Role::Wal {
-                stale_manifest |= sb.stale_manifest;
-            }
-            appliance.get_or_insert((sb.appliance_id, sb.appliance));
-        }
-    }
-    let Some((appliance_id, appliance)) = appliance else {
-        return Err(refuse(
-            "no other device of the map holds a Stria superblock to take the appliance from: `stria format` the map instead".to_string(),
-        ));
-    };
+    let others = Others::read(cfg, name)?;
     let current = AnyDevice::open(&dev, &cfg.spdk).ok();
     if let Some(Ok(sb)) = current
         .as_ref()
@@ -125,9 +82,10 @@ pub fn replace(
         .ok()
         .flatten()
     {
-        if sb.appliance_id == appliance_id && sb.device == dev.name && !force {
+        if sb.appliance_id == others.appliance_id && sb.device == dev.name && !force {
             return Err(refuse(format!(
-                "{name} still holds a valid superblock of appliance {appliance}: if it is failing, pass --force (its copies of the {} are lost)",
+                "{name} still holds a valid superblock of appliance {}: if it is failing, pass --force (its copies of the {} are lost)",
+                others.appliance,
                 if dev.role == Role::Wal { "log" } else { "block files" }
             )));
         }
@@ -152,17 +110,120 @@ pub fn replace(
             ))
         })?;
     }
-    AnyDevice::create(&dev)?;
-    let opened = AnyDevice::open(&dev, &cfg.spdk)?;
-    if dev.path().is_some() {
-        device::write_through(&dev)?;
+    let (_, sb) = write_new(cfg, &dev, index, &others)?;
+    drop(locks);
+    Ok(sb)
+}
+
+/// For a running appliance whose WAL lost the device `name`: writes a new,
+/// empty device at its path in the map (created, written through, an
+/// empty log, the appliance's superblock) and returns it opened, with its
+/// position in the WAL's stripe, for the engine to take into the stripe
+/// ([`crate::engine::Engine::replace_wal_device`], which also keeps the
+/// manifest's mark until the device holds the log). The engine holds the
+/// devices' locks and the manifest, so neither is touched here. A data
+/// device is refused: it is replaced with the appliance stopped.
+pub fn prepare_online(cfg: &Config, name: &str) -> Result<(usize, AnyDevice), AdminError> {
+    let (index, dev) = target(cfg, name)?;
+    let Some(stripe) = cfg.wal.devices.iter().position(|d| d == name) else {
+        return Err(AdminError::Replace(format!(
+            "{name} is a data device: it is replaced with the appliance stopped (`stria device replace`); online, only a WAL device is"
+        )));
+    };
+    let others = Others::read(cfg, name)?;
+    let (opened, _) = write_new(cfg, &dev, index, &others)?;
+    Ok((stripe, opened))
+}
+
+/// The device `name` of the map, with its index, if it can be replaced:
+/// one of the map's WAL or flush devices, not in memory, and a data
+/// device only when its block files have another copy.
+fn target(cfg: &Config, name: &str) -> Result<(usize, DeviceConfig), AdminError> {
+    let refuse = |why: String| AdminError::Replace(why);
+    let Some(index) = cfg.devices.iter().position(|d| d.name == name) else {
+        return Err(refuse(format!("the map has no device named {name:?}")));
+    };
+    let dev = cfg.devices[index].clone();
+    let used = cfg.wal.devices.contains(&dev.name) || cfg.flush.devices.contains(&dev.name);
+    if !used {
+        return Err(refuse(format!(
+            "{name} is not one of the map's WAL or flush devices"
+        )));
     }
-    erase_device(cfg, &dev, &opened, appliance_id)?;
+    if dev.role == Role::Data && cfg.flush.copies < 2 {
+        return Err(refuse(format!(
+            "{name} is a data device and flush.copies is 1: its block files have no other copy, so there is nothing to rebuild it from"
+        )));
+    }
+    if in_memory(&dev) {
+        return Err(refuse(format!(
+            "{name} is a sim device, in memory: there is nothing to replace"
+        )));
+    }
+    Ok((index, dev))
+}
+
+/// What the map's other devices say: the appliance, and what the WAL
+/// devices say of the manifest copies (kept on a new WAL device too).
+struct Others {
+    appliance_id: u128,
+    appliance: String,
+    stale_manifest: u8,
+}
+
+impl Others {
+    fn read(cfg: &Config, name: &str) -> Result<Others, AdminError> {
+        let mut appliance = None;
+        let mut stale_manifest = 0;
+        for other in cfg
+            .devices
+            .iter()
+            .filter(|d| d.name != name && !in_memory(d))
+        {
+            if other.path().is_some_and(|p| !p.exists()) {
+                continue;
+            }
+            if let Ok(Ok(sb)) = AnyDevice::open(other, &cfg.spdk).and_then(|d| read_superblock(&d))
+            {
+                if sb.role == Role::Wal {
+                    stale_manifest |= sb.stale_manifest;
+                }
+                appliance.get_or_insert((sb.appliance_id, sb.appliance));
+            }
+        }
+        let Some((appliance_id, appliance)) = appliance else {
+            return Err(AdminError::Replace(
+                "no other device of the map holds a Stria superblock to take the appliance from: `stria format` the map instead".to_string(),
+            ));
+        };
+        Ok(Others {
+            appliance_id,
+            appliance,
+            stale_manifest,
+        })
+    }
+}
+
+/// Creates `dev` (index `index` of the map) new: written through (file
+/// devices), an empty log or a blank manifest area, and the appliance's
+/// superblock.
+fn write_new(
+    cfg: &Config,
+    dev: &DeviceConfig,
+    index: usize,
+    others: &Others,
+) -> Result<(AnyDevice, Superblock), AdminError> {
+    AnyDevice::create(dev)?;
+    let opened = AnyDevice::open(dev, &cfg.spdk)?;
+    if dev.path().is_some() {
+        device::write_through(dev)?;
+    }
+    erase_device(cfg, dev, &opened, others.appliance_id)?;
     let sb = Superblock {
         version: FORMAT_VERSION,
         device_index: index as u32,
-        appliance_id,
-        appliance,
+        appliance_id: others.appliance_id,
+        appliance: others.appliance.clone(),
         device: dev.name.clone(),
         role: dev.role,
         block_size: dev.block_size,
@@ -171,13 +232,12 @@ pub fn replace(
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         stale_manifest: if dev.role == Role::Wal {
-            stale_manifest
+            others.stale_manifest
         } else {
             0
         },
     };
     write_superblock(&opened, &sb)?;
-    drop(locks);
     tracing::info!(device = %dev.name, "replaced: {sb}");
-    Ok(sb)
+    Ok((opened, sb))
 }

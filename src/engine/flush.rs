@@ -240,6 +240,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             region.publish(&st);
             drop(st);
             self.memory.release(ms.bytes());
+            self.settle_rejoined()?;
             return Ok(false);
         }
         // Everything logged so far becomes durable before the manifest says
@@ -274,6 +275,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         };
         self.memory.release(ms.bytes());
         self.wal.release(replay.saturating_sub(1));
+        self.settle_rejoined()?;
         self.counters.flush.flushes.fetch_add(1, Ordering::Relaxed);
         self.count_flush(&devs, bytes, started);
         if files > self.opts.compact_at {
@@ -350,6 +352,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             st.tables.len()
         };
         self.wal.release(replay.saturating_sub(1));
+        self.settle_rejoined()?;
         self.counters.flush.partial.fetch_add(1, Ordering::Relaxed);
         self.counters
             .flush

@@ -61,6 +61,7 @@ mod flush;
 mod open;
 mod read;
 mod region;
+mod rejoin;
 mod repair;
 mod sched;
 mod scrub;
@@ -209,8 +210,11 @@ struct Inner<D: Device<Queue: Send> + Clone> {
     regions: Regions,
     region: Vec<Region<D>>,
     wal: Wal,
-    /// The WAL stripe, in order, for the devices' names and sizes.
-    wal_devices: Vec<D>,
+    /// The WAL stripe, in order, for the devices' names and sizes (a
+    /// device taken back while running takes its place).
+    wal_devices: Mutex<Vec<D>>,
+    /// WAL devices taken back while running, until their marks go.
+    rejoined: Arc<rejoin::Rejoined>,
     memory: Memory,
     store: Arc<Store<D>>,
     manifest: Arc<Mutex<Manifest<D>>>,
@@ -303,8 +307,12 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     }
 
     /// The WAL devices, in stripe order.
-    pub fn wal_devices(&self) -> &[D] {
-        &self.inner.wal_devices
+    pub fn wal_devices(&self) -> Vec<D> {
+        self.inner
+            .wal_devices
+            .lock()
+            .expect("wal devices lock")
+            .clone()
     }
 
     /// The options the engine runs with.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{EngineError, Result};
 use super::region::Region;
+use super::rejoin::Rejoined;
 use super::sched::Scheduler;
 use super::stats::Counters;
 use super::store::{Store, TableHandle};
@@ -387,6 +388,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         let replay_from = state.replay_from.max(1);
         let manifest = Arc::new(Mutex::new(manifest));
         let manifest_on = store.devices[..manifest_devices].to_vec();
+        let rejoined = Arc::new(Rejoined::default());
         // The log may be recovered without a WAL device (as many as each
         // batch has copies, less one) when none of those left is marked in
         // the manifest as lacking batches; a device lost while running is
@@ -395,7 +397,11 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             replay_from: Some(replay_from),
             lose_unreadable: opts.wal.copies.saturating_sub(1),
             stale: state.wal_stale.iter().copied().collect(),
-            on_loss: Some(wal_marks::loss_hook(manifest.clone(), manifest_on.clone())),
+            on_loss: Some(wal_marks::loss_hook(
+                manifest.clone(),
+                manifest_on.clone(),
+                rejoined.clone(),
+            )),
             ..opts.wal.clone()
         };
         let (wal, recovered) = Wal::open(
@@ -449,7 +455,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             scrub: Default::default(),
             counters: Counters::new(data_devices, opts.flush_reactors.len()),
             wal,
-            wal_devices: devices.wal.clone(),
+            wal_devices: Mutex::new(devices.wal.clone()),
+            rejoined,
             opts,
         });
         // Segments below the replay point hold nothing the memstores need.

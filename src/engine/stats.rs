@@ -101,6 +101,9 @@ pub struct EngineStats {
     pub wal: WalStatsSnapshot,
     /// The WAL's replay point now.
     pub replay_point: u64,
+    /// WAL devices replaced while running that do not hold the log whole
+    /// yet (the replay point has not passed where they joined).
+    pub wal_catching_up: usize,
     /// Every LSN at or below these is written / durable.
     pub wal_written_lsn: u64,
     pub wal_durable_lsn: u64,
@@ -211,6 +214,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             running_jobs,
             wal: i.wal.stats(),
             replay_point: i.replay_point(None, None),
+            wal_catching_up: i.rejoined.pending(),
             wal_written_lsn: i.wal.written_lsn(),
             wal_durable_lsn: i.wal.durable_lsn(),
             wal_live_segments,

@@ -19,6 +19,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::error::{EngineError, Result};
+use super::rejoin::Rejoined;
 use super::EngineOptions;
 use crate::config::{Config, RESERVED_BYTES};
 use crate::device::{AnyDevice, Device};
@@ -49,8 +50,12 @@ pub(super) fn record<D: Device + Clone>(
 pub(super) fn loss_hook<D: Device + Clone>(
     manifest: Arc<Mutex<Manifest<D>>>,
     devices: Vec<D>,
+    rejoined: Arc<Rejoined>,
 ) -> LossHook {
     LossHook(Arc::new(move |index, _why| {
+        // Taken back while running and lost again before its mark went:
+        // the mark stays.
+        rejoined.forget(index);
         let edit = Edit {
             wal_lost: vec![index],
             ..Edit::default()

@@ -22,6 +22,12 @@ impl Counter {
     pub(crate) fn add(&self, n: u64) {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
+
+    /// Sets it to `n`, for a gauge. Only the owning reactor thread (or
+    /// one holding its state's lock) may call this.
+    pub(crate) fn set(&self, n: u64) {
+        self.0.store(n, Relaxed);
+    }
 }
 
 /// Counters of one reactor.

@@ -178,6 +178,7 @@ impl<'a> Conn<'a> {
                 Outcome::Reply(r)
             }
             "stria.durability" => Outcome::Reply(self.set_durability(&args[1..])),
+            "stria.device" => Outcome::Reply(self.device_command(&args[1..])),
             "shutdown" => match args.get(1).map(|a| a.to_ascii_lowercase()) {
                 Some(a) if a == b"abort" => Outcome::Reply(Reply::err("No shutdown in progress.")),
                 _ => {
@@ -441,6 +442,30 @@ impl<'a> Conn<'a> {
                 Reply::ok()
             }
             _ => Reply::err("wrong number of arguments for 'stria.durability' command"),
+        }
+    }
+
+    /// `STRIA.DEVICE REPLACE name`: starts replacing a WAL device the WAL
+    /// lost, while serving (see `replace.rs`); INFO's `wal_replace` says
+    /// how it goes.
+    fn device_command(&mut self, args: &[Vec<u8>]) -> Reply {
+        match args {
+            [sub, name] if sub.eq_ignore_ascii_case(b"replace") => {
+                let s = self.shared;
+                let started =
+                    s.metrics
+                        .replacements
+                        .start(s.opts.map.as_ref(), &s.engine, &show(name));
+                match started {
+                    Ok(()) => Reply::ok(),
+                    Err(why) => Reply::err(why),
+                }
+            }
+            [sub, _] => Reply::err(format!(
+                "unknown subcommand '{}'. Try STRIA.DEVICE REPLACE name.",
+                show(sub)
+            )),
+            _ => Reply::err("wrong number of arguments for 'stria.device' command"),
         }
     }
 

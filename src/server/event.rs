@@ -432,6 +432,8 @@ impl<'a> Loop<'a> {
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
         self.sweep.run(self.shared, &self.shard);
+        // A WAL device written for an online replacement joins the stripe.
+        self.shared.metrics.replacements.poll(&self.shared.engine);
         // Keys over tracking-table-max-keys are invalidated.
         if !self.shard.tracking().is_idle() {
             let max = self

@@ -111,7 +111,7 @@ pub fn engine_sections<D: Device<Queue: Send> + Clone>(
             ("cpu", _) => cpu(&mut w),
             ("memory", Some(s)) => memory(&mut w, s, server),
             ("persistence", Some(s)) => persistence(&mut w, s, server),
-            ("wal", Some(s)) => wal(&mut w, s),
+            ("wal", Some(s)) => wal(&mut w, s, server),
             ("memstore", Some(s)) => memstore(&mut w, s),
             ("devices", Some(s)) => devices(&mut w, engine, s),
             ("scrub", Some(s)) => scrub(&mut w, s),
@@ -339,7 +339,7 @@ fn persistence(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {
     w.kv("manifest_checkpoints", s.manifest.checkpoints);
 }
 
-fn wal(w: &mut Section, s: &EngineStats) {
+fn wal(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {
     let wal = &s.wal;
     let used = s.wal_live_segments * s.wal_segment_size;
     let total = s.wal_segments * s.wal_segment_size;
@@ -347,6 +347,8 @@ fn wal(w: &mut Section, s: &EngineStats) {
     let lost = wal.device_lost.iter().filter(|&&l| l > 0).count();
     w.kv("wal_devices_lost", lost);
     w.kv("wal_degraded", u8::from(lost > 0));
+    w.kv("wal_devices_catching_up", s.wal_catching_up);
+    w.kv("wal_replace", server.replacements.describe());
     w.kv("wal_segment_size", s.wal_segment_size);
     w.kv("wal_segments", s.wal_segments);
     w.kv("wal_segments_live", s.wal_live_segments);

@@ -30,6 +30,7 @@ mod monitor;
 mod multi;
 mod notify;
 mod pubsub;
+mod replace;
 pub mod resp;
 mod run;
 mod script;
@@ -81,6 +82,9 @@ pub struct ServerOptions {
     pub wal_on_shard: bool,
     /// The map's file name, for INFO.
     pub config_file: String,
+    /// The device map, for a device replaced while serving (`None`: the
+    /// server was not started from one).
+    pub map: Option<Arc<Config>>,
 }
 
 impl ServerOptions {
@@ -107,6 +111,7 @@ impl ServerOptions {
             row_cache: s.row_cache,
             wal_on_shard: cfg.wal.submit == crate::config::WalSubmit::Shard,
             config_file: cfg.source.clone(),
+            map: Some(Arc::new(cfg.clone())),
         }
     }
 }

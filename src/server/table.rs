@@ -272,6 +272,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("wait", 3, &[], NO, "generic", "Waits for replicas: Stria has none, so 0 at once."),
     spec("waitaof", 4, &["noscript"], NO, "generic", "Waits until this connection's writes are durable (sync)."),
     spec("shutdown", -1, ADMINNS, NO, "server", "Stops the server cleanly."),
+    spec("stria.device", 3, ADMINNS, NO, "server", "REPLACE name: puts a new device where the WAL lost one, while serving."),
     spec("save", 1, ADMINNS, NO, "server", "Returns once every write applied before it is durable."),
     spec("bgsave", -1, ADMINNS, NO, "server", "Makes every write applied durable, replying at once."),
     spec("slowlog", -2, ADMIN, NO, "server", "GET, LEN, RESET, HELP: Stria keeps no slow log (INFO latencystats)."),

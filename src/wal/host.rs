@@ -37,13 +37,16 @@
 //!
 //! [`Ticket::wait`]: super::Ticket::wait
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::commit::{Msg, WalWork};
+use super::commit::{Msg, Rejoin, WalWork};
+use super::stripe::Dev;
+use super::Lsn;
 use crate::device::{wait, Queue, WaitHint};
 use crate::reactor::{Progress, Sender, Work};
 
@@ -95,6 +98,11 @@ pub(crate) trait Drive: Send + Sync {
 
     /// Registers or ends the host; false when another host has it.
     fn set_hosted(&self, on: bool) -> bool;
+
+    /// Takes back the lost device at position `d` as `dev`, a
+    /// [`Dev`](super::stripe::Dev) of this log's queue type (see
+    /// `WalWork::rejoin`).
+    fn rejoin(&self, d: usize, dev: Box<dyn Any + Send>) -> Result<Lsn, Rejoin>;
 }
 
 impl<Q: Queue + Send + 'static> Drive for Shared<Q> {
@@ -153,6 +161,13 @@ impl<Q: Queue + Send + 'static> Drive for Shared<Q> {
 
     fn event_fds(&self) -> Vec<RawFd> {
         self.lock().event_fds()
+    }
+
+    fn rejoin(&self, d: usize, dev: Box<dyn Any + Send>) -> Result<Lsn, Rejoin> {
+        let dev = dev.downcast::<Dev<Q>>().map_err(|_| {
+            Rejoin::Refused("the new device is of another kind than the log's".into())
+        })?;
+        self.lock().rejoin(d, *dev)
     }
 
     fn set_hosted(&self, on: bool) -> bool {

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::commit::{GroupRecord, Msg, Payload, Published, Start, WalWork};
+use super::commit::{GroupRecord, Msg, Payload, Published, Rejoin, Start, WalWork};
 use super::format::{record_len, Geometry, RecordOp, BATCH_HEADER_BYTES};
 use super::host::{self, Drive, Shared, WalHost};
-use super::recovery::{recover, Recovered, RecoveryOptions, WalDevice};
+use super::recovery::{recover, DeviceLog, Recovered, RecoveryOptions, WalDevice};
 use super::segments::Segments;
 use super::stats::{add, WalStats, WalStatsSnapshot};
 use super::stripe::Dev;
@@ -101,6 +101,8 @@ pub struct Wal {
     published: Arc<Published>,
     stats: Arc<WalStats>,
     max_record: usize,
+    /// Bytes per segment, for a device taken back.
+    segment_size: u64,
 }
 
 impl Wal {
@@ -246,6 +248,7 @@ impl Wal {
             published,
             stats,
             max_record: batch_bytes - BATCH_HEADER_BYTES,
+            segment_size,
         };
         Ok((wal, recovered))
     }
@@ -455,6 +458,55 @@ impl Wal {
             u64::try_from(waited.elapsed().as_nanos()).unwrap_or(u64::MAX),
         );
         sent.map_err(|_| WalError::Closed)
+    }
+
+    /// Takes back the lost WAL device at stripe position `d` (index
+    /// `index` in its segment headers) as `device`: a new device in its
+    /// place, whose log area is blank (`stria device replace` of a running
+    /// appliance). Returns the first LSN from which every batch has its
+    /// copy there again; batches below it may lack it until the memstores
+    /// are flushed past it. Waits up to a second for requests to the lost
+    /// device still in flight.
+    pub fn rejoin<D: Device<Queue: Send + 'static>>(
+        &self,
+        d: usize,
+        index: u32,
+        device: &D,
+    ) -> Result<Lsn, WalError> {
+        let info = device.info();
+        let geo = Geometry::new(info, self.segment_size);
+        let deadline = Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            let queue = device.open_queue().map_err(WalError::Device)?;
+            let header = device.alloc_buf(info.block_size as usize);
+            let log = DeviceLog {
+                index,
+                next_seq: 1,
+                next_segment: 0,
+                live: Vec::new(),
+                lost: None,
+            };
+            let dev = Dev::new(
+                queue,
+                index,
+                info.name.clone(),
+                Segments::resume(geo, &log),
+                header,
+            );
+            match self.drive.rejoin(d, Box::new(dev)) {
+                Ok(lsn) => return Ok(lsn),
+                Err(Rejoin::Busy) if Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(Rejoin::Busy) => {
+                    return Err(WalError::Failed(format!(
+                    "WAL device {}: requests to the lost device are still in flight after a second",
+                    info.name
+                )))
+                }
+                Err(Rejoin::Refused(why)) => return Err(WalError::Config(why)),
+            }
+        }
     }
 
     /// Says that the memstores no longer need LSNs at or below `lsn`:

@@ -230,3 +230,64 @@ fn with_two_copies_of_each_block_file_a_lost_data_device_costs_no_key() {
     assert!(info.contains("data_devices_lost:0"), "{info}");
     s.stop();
 }
+
+/// `stria device replace` of the WAL device a running appliance lost:
+/// its server writes the new device and takes it into the log without a
+/// stop; once the command returns the other device may go.
+#[test]
+fn a_wal_device_the_running_appliance_lost_is_replaced_online() {
+    let dir = tempdir();
+    let map = Map {
+        wal_copies: Some(2),
+        ..Map::default()
+    };
+    let s = Server::start(dir.path(), &map);
+    set_keys(&s, 0, 200);
+    s.stop();
+    // The appliance runs without wal1, degraded.
+    std::fs::remove_file(dir.path().join("data/wal1.img")).unwrap();
+    let s = Server::start(dir.path(), &map);
+    assert!(degraded(&s), "{}", s.printed.all());
+    set_keys(&s, 200, 300);
+    let addr = s.addr.to_string();
+    let online = |name: &str| {
+        stria(
+            dir.path(),
+            &[
+                "device",
+                "replace",
+                "--config",
+                "stria.yaml",
+                "--device",
+                name,
+                "--server",
+                &addr,
+            ],
+        )
+    };
+    // A device in service is not replaced.
+    let (ok, text) = online("wal0");
+    assert!(!ok && text.contains("in service"), "{text}");
+    let (ok, text) = online("wal1");
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("replacing wal1 online") && text.contains("wal1 holds the log again"),
+        "{text}"
+    );
+    assert!(!degraded(&s), "{}", s.printed.all());
+    // The same while running, by the command itself: nothing is lost now.
+    let mut c = s.client();
+    let r: redis::RedisResult<String> = redis::cmd("STRIA.DEVICE")
+        .arg("REPLACE")
+        .arg("wal1")
+        .query(&mut c);
+    assert!(r.unwrap_err().to_string().contains("in service"));
+    set_keys(&s, 300, 400);
+    // Killed: keys 300..400 are only in the log, on both copies.
+    s.kill9();
+    std::fs::remove_file(dir.path().join("data/wal0.img")).unwrap();
+    let s = Server::start(dir.path(), &map);
+    assert!(degraded(&s), "{}", s.printed.all());
+    check_keys(&s, 400);
+    s.stop();
+}

@@ -29,6 +29,7 @@ pub fn options() -> ServerOptions {
         row_cache: 1 << 20,
         wal_on_shard: true,
         config_file: "test".into(),
+        map: None,
     }
 }
 

@@ -290,6 +290,8 @@ pub struct ServerMetrics {
     /// Error replies, each counted once (`total_error_replies`).
     error_replies: AtomicU64,
     sampler: Mutex<Sampler>,
+    /// The online replacement of a WAL device, for INFO's `wal_replace`.
+    pub replacements: crate::server::replace::Replacements,
 }
 
 impl Default for ServerMetrics {
@@ -361,6 +363,7 @@ impl ServerMetrics {
             error_codes: ErrorCodes::default(),
             error_replies: AtomicU64::new(0),
             sampler: Mutex::new(Sampler::default()),
+            replacements: Default::default(),
         }
     }
 

@@ -6,6 +6,16 @@ use super::WalWork;
 use crate::config::DeviceLoss;
 use crate::device::{Completion, IoKind, Queue};
 use crate::wal::inflight::State;
+use crate::wal::stripe::Dev;
+use crate::wal::Lsn;
+
+/// Why [`WalWork::rejoin`] did not take a device back.
+#[derive(Debug)]
+pub(crate) enum Rejoin {
+    /// Requests to the lost device are still in flight: try again.
+    Busy,
+    Refused(String),
+}
 
 impl<Q: Queue> WalWork<Q> {
     /// Fails the WAL: every waiter now and every append later.
@@ -89,6 +99,45 @@ impl<Q: Queue> WalWork<Q> {
             self.devs.len(),
             self.copies
         );
+    }
+
+    /// Takes back device `d`, which the WAL lost, as `dev`: a new, empty
+    /// device in its place (`stria device replace` of a running
+    /// appliance). Every batch submitted from now on has its copy there
+    /// again. Returns the first LSN sure to be among them: those below it
+    /// may lack that copy. Refused while the WAL has failed, while `d` is
+    /// in service, and while writes to the lost device are still in
+    /// flight (try again: they fail soon).
+    pub(crate) fn rejoin(&mut self, d: usize, dev: Dev<Q>) -> Result<Lsn, Rejoin> {
+        if let Some(why) = &self.failed {
+            return Err(Rejoin::Refused(format!("the WAL has failed ({why})")));
+        }
+        let Some(old) = self.devs.get(d) else {
+            return Err(Rejoin::Refused(format!(
+                "the WAL has no device at position {d}"
+            )));
+        };
+        if old.lost.is_none() {
+            return Err(Rejoin::Refused(format!(
+                "WAL device {} is in service: only a lost device is taken back",
+                old.name
+            )));
+        }
+        if old.in_flight > 0 || old.flushing.is_some() {
+            return Err(Rejoin::Busy);
+        }
+        let name = dev.name.clone();
+        self.devs[d] = dev;
+        self.stats.device_lost[d].set(0);
+        // Records appended from now on are in batches not yet submitted,
+        // which go to every device the WAL uses (up to `copies`).
+        let from = self.next_lsn;
+        tracing::warn!(
+            "WAL device {name} is back in the stripe (a new device): every batch from LSN {from} on has its copy there; {} of {} devices in use",
+            self.live(),
+            self.devs.len()
+        );
+        Ok(from)
     }
 
     pub(super) fn reap(&mut self) -> usize {

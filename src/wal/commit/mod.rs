@@ -50,6 +50,8 @@
 mod complete;
 mod submit;
 
+pub(crate) use complete::Rejoin;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
