@@ -318,13 +318,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .collect();
         let entries = file.as_ref().map_or(0, |f| f.entries);
         let replay = self.replay_point(None, Some((r as usize, upto)));
-        let recorded = self
-            .manifest
-            .lock()
-            .expect("manifest lock")
-            .state()
-            .replay_from;
-        if file.is_none() && replay <= recorded {
+        if file.is_none() && replay <= self.recorded_replay_point() {
             // Every key's newest version at or below `upto` is in a file
             // already.
             ms.set_passed(upto);

@@ -258,6 +258,20 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .map(|why| EngineError::Failed(why.clone()))
     }
 
+    /// The replay point the manifest has.
+    pub(super) fn recorded_replay_point(&self) -> u64 {
+        self.manifest
+            .lock()
+            .expect("manifest lock")
+            .state()
+            .replay_from
+    }
+
+    /// The data devices that hold the manifest.
+    pub(super) fn manifest_on(&self) -> Vec<D> {
+        self.store.devices[..self.manifest_devices].to_vec()
+    }
+
     fn new_memstore(&self, floor: u64) -> Arc<crate::memstore::Memstore> {
         let id = self.next_memstore.fetch_add(1, Ordering::Relaxed);
         Arc::new(crate::memstore::Memstore::new(id, floor))

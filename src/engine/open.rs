@@ -564,22 +564,12 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
     /// so neither may move it.
     fn record_replay_point(&self) -> Result<()> {
         let point = self.replay_point(None, None);
-        let recorded = self
-            .manifest
-            .lock()
-            .expect("manifest lock")
-            .state()
-            .replay_from;
-        if point > recorded {
+        if point > self.recorded_replay_point() {
             let edit = Edit {
                 replay_from: Some(point),
                 ..Edit::default()
             };
-            wal_marks::record(
-                &self.manifest,
-                &self.store.devices[..self.manifest_devices],
-                &edit,
-            )?;
+            wal_marks::record(&self.manifest, &self.manifest_on(), &edit)?;
         }
         self.wal.release(point.saturating_sub(1));
         Ok(())

@@ -140,9 +140,4 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         }
         Ok(())
     }
-
-    /// The data devices that hold the manifest.
-    pub(super) fn manifest_on(&self) -> Vec<D> {
-        self.store.devices[..self.manifest_devices].to_vec()
-    }
 }
