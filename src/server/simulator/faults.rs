@@ -117,6 +117,13 @@ impl Plan {
         self.harmful() && self.copies == 2
     }
 
+    /// Whether the faulty device is a WAL device with a second copy of
+    /// each batch elsewhere: once the WAL loses it while running, the
+    /// operator may replace it online.
+    pub fn replaces_online(&self) -> bool {
+        self.replaces() && self.on_wal()
+    }
+
     /// Whether the faulty device is a data device.
     pub fn on_data(&self) -> bool {
         !self.on_wal()

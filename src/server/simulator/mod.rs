@@ -81,6 +81,8 @@ pub struct Tally {
     /// Opens refused, naming the faulty device (the seed ends there).
     pub refused: u64,
     pub replaced: u64,
+    /// WAL devices replaced online, while a life ran.
+    pub replaced_online: u64,
     /// Keys that could not be read after an open (poisoned from then on).
     pub unreadable: u64,
     /// Bad blocks scrubs found, and those they rewrote from another copy.
@@ -96,6 +98,7 @@ impl Tally {
         self.named += o.named;
         self.refused += o.refused;
         self.replaced += o.replaced;
+        self.replaced_online += o.replaced_online;
         self.unreadable += o.unreadable;
         self.scrub_bad += o.scrub_bad;
         self.scrub_repaired += o.scrub_repaired;
@@ -390,11 +393,27 @@ impl Sim {
 
     /// One life: commands until the end the seed draws. Returns what ran
     /// and how it ended.
-    fn live(&mut self, shared: &Shared, devs: &EngineDevices<SimDevice>) -> Result<Lived, String> {
+    fn live(
+        &mut self,
+        shared: &Shared,
+        devs: &mut EngineDevices<SimDevice>,
+    ) -> Result<Lived, String> {
         let notify: Arc<dyn Notify> = crate::server::shard::tests::notify();
         let (shard, mut conn) = conn_on(shared, 1);
+        // Drawn apart from the seed's other draws, so a seed runs the same
+        // commands whether or not the device is replaced online.
+        let mut online = self.plan.replaces_online().then(|| {
+            ChaCha8Rng::seed_from_u64(
+                self.seed ^ (self.tally.lives + 1).wrapping_mul(0x2545_f491_4f6c_dd1d),
+            )
+        });
         #[cfg(feature = "failpoints")]
         let _armed = failpoints::Armed::maybe(self.seed, self.tally.lives, devs);
+        // A fail point cuts the devices it was armed with: no new one.
+        #[cfg(feature = "failpoints")]
+        if _armed.is_some() {
+            online = None;
+        }
         let end = match self.rng.random_range(0..6) {
             0 => End::Close,
             1 | 2 => End::ProcessCrash,
@@ -544,6 +563,11 @@ impl Sim {
                 break;
             }
             shard.retire();
+            if let Some(rng) = online.as_mut() {
+                if rng.random_range(0..8) == 0 && self.replace_online(shared, devs)? {
+                    online = None;
+                }
+            }
         }
         shard.submit(&notify);
         let mut end = end;
@@ -578,6 +602,35 @@ impl Sim {
         drop(conn);
         drop(shard);
         Ok((ran, end, after))
+    }
+
+    /// The operator replaces the faulty WAL device online once the WAL has
+    /// lost it: a new device joins the log while commands go on (the
+    /// checks after the next open then find every acknowledged write,
+    /// whichever device the log is recovered from). True once replaced.
+    fn replace_online(
+        &mut self,
+        shared: &Shared,
+        devs: &mut EngineDevices<SimDevice>,
+    ) -> Result<bool, String> {
+        let t = self.plan.target;
+        let lost = shared.engine.stats().wal.device_lost[t] > 0;
+        if !lost || !powered(devs) {
+            return Ok(false);
+        }
+        let new = self.plan.replacement();
+        match shared
+            .engine
+            .replace_wal_device(t, AnyDevice::from(new.clone()))
+        {
+            Ok(_) => {
+                devs.wal[t] = new;
+                self.tally.replaced_online += 1;
+                Ok(true)
+            }
+            Err(_) if !powered(devs) => Ok(false),
+            Err(e) => self.fail(format!("replacing {} online: {e}", self.plan.target_name())),
+        }
     }
 
     /// Whether `got`, the reply of EXEC, is its reply but for commands
@@ -660,7 +713,7 @@ impl Sim {
                 break;
             }
             let base = self.model.clone();
-            let (ran, end, after) = self.live(&shared, &devs)?;
+            let (ran, end, after) = self.live(&shared, &mut devs)?;
             if std::env::var("STRIA_SIM_TRACE").is_ok() {
                 eprintln!("life {life} ends: {end:?}, {} ran", ran.len());
                 for f in shared.engine.files() {
@@ -776,6 +829,10 @@ fn the_appliance_survives_every_fault_of_its_model() {
     let (total, _, failures) = run_seeds(seeds.into_iter());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(total.acked > 0, "{total:?}");
+    if std::env::var("STRIA_SEED").is_err() {
+        // The seeds reach the online replacement of a lost WAL device.
+        assert!(total.replaced_online > 0, "{total:?}");
+    }
 }
 
 #[test]
