@@ -245,6 +245,18 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
             lp.accept(poll.registry());
         }
         lp.turn(stopping);
+        // A WAL device written for an online replacement joins the
+        // stripe; a host watches its queue too.
+        if shared.metrics.replacements.poll(&shared.engine) {
+            if let Some(h) = &lp.wal {
+                for fd in h.rewatch() {
+                    // Those watched already say so; they stay watched.
+                    let _ = poll
+                        .registry()
+                        .register(&mut SourceFd(&fd), WAL, Interest::READABLE);
+                }
+            }
+        }
     }
     for i in 0..lp.conns.len() {
         lp.close(i);
@@ -432,8 +444,6 @@ impl<'a> Loop<'a> {
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
         self.sweep.run(self.shared, &self.shard);
-        // A WAL device written for an online replacement joins the stripe.
-        self.shared.metrics.replacements.poll(&self.shared.engine);
         // Keys over tracking-table-max-keys are invalidated.
         if !self.shard.tracking().is_idle() {
             let max = self

@@ -118,11 +118,12 @@ impl Replacements {
     }
 
     /// On the shard's turn: a device written is taken into the WAL's
-    /// stripe.
-    pub fn poll(&self, engine: &ServerEngine) {
+    /// stripe. True when one joined (its queue is new: a host of the log
+    /// watches it from then on).
+    pub fn poll(&self, engine: &ServerEngine) -> bool {
         let mut st = self.0.lock().expect("replace lock");
         if !matches!(*st, State::Ready { .. }) {
-            return;
+            return false;
         }
         let State::Ready {
             device,
@@ -142,6 +143,7 @@ impl Replacements {
                 }
             }
         };
+        matches!(*st, State::Joined { .. })
     }
 
     /// INFO's `wal_replace`: `none`, `writing:NAME`, `joined:NAME:LSN`,

@@ -304,6 +304,19 @@ impl WalHost {
         self.drive.event_fds()
     }
 
+    /// The descriptors to watch now that a device joined the log (see
+    /// [`crate::wal::Wal::rejoin`]): the host's waits watch them from now
+    /// on, and the caller adds them to its own poll.
+    pub fn rewatch(&self) -> Vec<RawFd> {
+        let fds = self.drive.event_fds();
+        HOSTED.with(|h| {
+            if let Some(hosted) = h.borrow_mut().as_mut() {
+                hosted.fds = fds.clone();
+            }
+        });
+        fds
+    }
+
     /// Submits what is ready, reaps completions and acknowledges the
     /// appends they make durable. Never waits.
     pub fn drive(&self) -> Progress {

@@ -284,6 +284,14 @@ fn a_wal_device_the_running_appliance_lost_is_replaced_online() {
         .arg("wal1")
         .query(&mut c);
     assert!(r.unwrap_err().to_string().contains("in service"));
+    for (name, why) in [("data0", "data device"), ("wal9", "no WAL device")] {
+        let r: redis::RedisResult<String> = redis::cmd("STRIA.DEVICE")
+            .arg("REPLACE")
+            .arg(name)
+            .query(&mut c);
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains(why), "{err}");
+    }
     set_keys(&s, 300, 400);
     // Killed: keys 300..400 are only in the log, on both copies.
     s.kill9();

@@ -350,6 +350,12 @@ impl SimDevice {
         self.shared.lock().offline.is_none()
     }
 
+    /// Whether the device vanished (fail-stop): offline for good, while
+    /// the others may run on.
+    pub fn is_vanished(&self) -> bool {
+        self.shared.lock().vanished
+    }
+
     /// The device as it comes back after a power loss (fault model, item 9),
     /// with the crash's choices drawn from `seed`. Cuts the power first if
     /// it is still on. Leaves this device as it was, so several reboots with

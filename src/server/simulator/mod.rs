@@ -11,7 +11,10 @@
 //! and in MULTI/EXEC, at random durability levels, turns end at random,
 //! and a reply is "sent" only once what it depends on is acknowledged.
 //! A life ends in a power cut, a process crash or a clean close, at a
-//! random moment; faults at rest strike between lives; the next life
+//! random moment; a device that vanishes does not end it (the appliance
+//! runs on without it, or fails naming it), and a WAL device with a
+//! second copy that the WAL lost may be replaced online mid-life, as an
+//! operator would; faults at rest strike between lives; the next life
 //! opens on what the devices kept. Checked:
 //!
 //! - every reply, as it is sent, is exactly the model's (no wrong value,
@@ -782,8 +785,13 @@ fn short(a: &str) -> String {
     }
 }
 
+/// Whether the power is on: no device is offline but one that vanished
+/// (fail-stop), which the appliance runs on without.
 fn powered(devs: &EngineDevices<SimDevice>) -> bool {
-    devs.wal.iter().chain(&devs.data).all(SimDevice::is_powered)
+    devs.wal
+        .iter()
+        .chain(&devs.data)
+        .all(|d| d.is_powered() || d.is_vanished())
 }
 
 /// How many of `ran` a crash must keep: up to the last acknowledged at
