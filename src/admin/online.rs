@@ -70,6 +70,11 @@ pub fn replace_online(
         if let Some(why) = state.strip_prefix(&format!("failed:{name}:")) {
             return Err(refuse(why.to_string()));
         }
+        if state == format!("lost-again:{name}") {
+            return Err(refuse(format!(
+                "the WAL lost the new {name} too (see the server's log); the appliance goes on without it"
+            )));
+        }
         if let Some(from) = state.strip_prefix(&format!("joined:{name}:")) {
             if waiting == "0" {
                 return from

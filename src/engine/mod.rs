@@ -82,6 +82,7 @@ pub use open::{EngineDevices, OpenReport};
 pub use scrub::{ScrubFinding, ScrubReport};
 pub use scrubber::{ScrubOptions, ScrubProgress};
 pub use stale_manifest::mark_replaced as mark_manifest_copy_replaced;
+pub use stale_manifest::rewatch_wal;
 pub use stats::{EngineStats, FlushReactorStats};
 pub use wal_marks::mark_replaced as mark_wal_replaced;
 pub use write::Pending;

@@ -98,11 +98,27 @@ impl<D: Device<Queue: Send + 'static> + Clone> Engine<D> {
                 entry.1 = from;
             }
         }
+        // Every LSN below `from` written first: a memstore begun after
+        // this (by the freeze, or at its first write) takes its floor at
+        // or above it, so once the frozen ones are flushed the replay
+        // point is past `from`.
+        let written = inner.wal.barrier().and_then(|t| t.wait());
+        if let Err(e) = written {
+            tracing::error!(
+                "WAL device {name} joined the log at LSN {from}, but the log failed: {e}"
+            );
+            return Ok(from);
+        }
         for r in 0..inner.region.len() {
             inner.freeze(r);
         }
-        // With nothing to flush the point may be past it already.
-        inner.settle_rejoined()?;
+        // With nothing to flush the point may be past it already; the
+        // device is in the log now, so an error here is the next flush's.
+        if let Err(e) = inner.settle_rejoined() {
+            tracing::error!(
+                "WAL device {name} joined the log at LSN {from}; its mark stays for now: {e}"
+            );
+        }
         Ok(from)
     }
 }

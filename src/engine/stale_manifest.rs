@@ -113,6 +113,28 @@ pub(super) fn clear_if_whole(engine: &Engine<AnyDevice>, wal: &[AnyDevice], stal
     tracing::info!("both manifest copies agree again: their marks on the WAL devices cleared");
 }
 
+/// After a WAL device joined the running engine's log: the marks the
+/// other WAL devices hold are copied onto it, and marks from now on go to
+/// it too (the manifest's hook watches the stripe as it is now). Under the
+/// manifest's lock, so that no mark is made meanwhile.
+pub fn rewatch_wal(engine: &Engine<AnyDevice>) -> std::result::Result<(), String> {
+    let wal = engine.wal_devices();
+    let mut manifest = engine.inner.manifest.lock().expect("manifest lock");
+    let bits = wal
+        .iter()
+        .filter(|d| d.kind() != BackendKind::Sim)
+        .filter_map(|d| read_superblock(d).ok()?.ok())
+        .fold(0, |bits, sb| bits | sb.stale_manifest);
+    if bits != 0 {
+        for d in wal.iter().filter(|d| d.kind() != BackendKind::Sim) {
+            // A device that cannot take them is one the WAL lost.
+            let _ = mark(d, |b| b | bits);
+        }
+    }
+    manifest.set_watch(hook(&wal));
+    Ok(())
+}
+
 /// Rewrites the superblock of `d` with its stale-manifest bits changed by
 /// `change`, when they change.
 fn mark(d: &AnyDevice, change: impl Fn(u8) -> u8) -> std::result::Result<(), String> {

@@ -348,7 +348,10 @@ fn wal(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {
     w.kv("wal_devices_lost", lost);
     w.kv("wal_degraded", u8::from(lost > 0));
     w.kv("wal_devices_catching_up", s.wal_catching_up);
-    w.kv("wal_replace", server.replacements.describe());
+    w.kv(
+        "wal_replace",
+        server.replacements.describe(&wal.device_lost),
+    );
     w.kv("wal_segment_size", s.wal_segment_size);
     w.kv("wal_segments", s.wal_segments);
     w.kv("wal_segments_live", s.wal_live_segments);

@@ -37,6 +37,7 @@ enum State {
     /// In the stripe from this LSN on.
     Joined {
         device: String,
+        stripe: usize,
         from: u64,
     },
     Failed {
@@ -71,6 +72,11 @@ impl Replacements {
             }
             return Err(format!("the map has no WAL device named {name:?}"));
         };
+        if engine.options().wal.copies < 2 {
+            return Err(format!(
+                "wal.copies is 1: a lost WAL device failed the log, which a new device cannot take back; restart the appliance after `stria device replace --device {name} --force`"
+            ));
+        }
         if engine
             .stats()
             .wal
@@ -134,7 +140,16 @@ impl Replacements {
             unreachable!("matched above")
         };
         *st = match engine.replace_wal_device(stripe, new) {
-            Ok(from) => State::Joined { device, from },
+            Ok(from) => {
+                if let Err(e) = crate::engine::rewatch_wal(engine) {
+                    tracing::error!("WAL device {device}: the manifest's marks: {e}");
+                }
+                State::Joined {
+                    device,
+                    stripe,
+                    from,
+                }
+            }
             Err(e) => {
                 tracing::error!("replacing WAL device {device} online: {e}");
                 State::Failed {
@@ -147,12 +162,16 @@ impl Replacements {
     }
 
     /// INFO's `wal_replace`: `none`, `writing:NAME`, `joined:NAME:LSN`,
-    /// `failed:NAME:why`.
-    pub fn describe(&self) -> String {
+    /// `lost-again:NAME` (the WAL lost the new device: `lost` says which
+    /// devices it goes on without), `failed:NAME:why`.
+    pub fn describe(&self, lost: &[u64]) -> String {
         match &*self.0.lock().expect("replace lock") {
             State::None => "none".into(),
             State::Writing { device } | State::Ready { device, .. } => format!("writing:{device}"),
-            State::Joined { device, from } => format!("joined:{device}:{from}"),
+            State::Joined { device, stripe, .. } if lost.get(*stripe).copied().unwrap_or(0) > 0 => {
+                format!("lost-again:{device}")
+            }
+            State::Joined { device, from, .. } => format!("joined:{device}:{from}"),
             State::Failed { device, why } => format!("failed:{device}:{why}"),
         }
     }

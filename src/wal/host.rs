@@ -167,7 +167,9 @@ impl<Q: Queue + Send + 'static> Drive for Shared<Q> {
         let dev = dev.downcast::<Dev<Q>>().map_err(|_| {
             Rejoin::Refused("the new device is of another kind than the log's".into())
         })?;
-        self.lock().rejoin(d, *dev)
+        let (from, old) = self.lock().rejoin(d, *dev)?;
+        drop(old);
+        Ok(from)
     }
 
     fn set_hosted(&self, on: bool) -> bool {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::commit::{GroupRecord, Msg, Payload, Published, Rejoin, Start, WalWork};
-use super::format::{record_len, Geometry, RecordOp, BATCH_HEADER_BYTES};
+use super::format::{record_len, Geometry, RecordOp, SegmentHeader, BATCH_HEADER_BYTES};
 use super::host::{self, Drive, Shared, WalHost};
 use super::recovery::{recover, DeviceLog, Recovered, RecoveryOptions, WalDevice};
 use super::segments::Segments;
@@ -15,7 +15,7 @@ use super::stripe::Dev;
 use super::ticket::{Ticket, TicketState};
 use super::{Lsn, WalError};
 use crate::config::{DeviceLoss, Durability, WalConfig};
-use crate::device::{Device, DeviceError};
+use crate::device::{wait, Device, DeviceError, Request};
 use crate::reactor::{self, CountersSnapshot, Reactor, ReactorConfig, Sender};
 use crate::record::Record;
 
@@ -475,14 +475,30 @@ impl Wal {
     ) -> Result<Lsn, WalError> {
         let info = device.info();
         let geo = Geometry::new(info, self.segment_size);
+        // An emptied log (`stria device replace` erases it so) has one
+        // header, in segment 0, numbered above every segment the device
+        // held before: the log goes on after it, so that no scan runs from
+        // a new batch into an old one of the same number.
+        let mut queue = device.open_queue().map_err(WalError::Device)?;
+        let read = Request::read(
+            0,
+            geo.segment_lba(0),
+            vec![device.alloc_buf(info.block_size as usize)],
+        );
+        let erased = wait::run(&mut queue, read)
+            .ok()
+            .filter(|c| c.result.is_ok())
+            .and_then(|c| SegmentHeader::decode(&c.bufs[0]).ok())
+            .filter(|h| h.device_index == index);
+        let (next_seq, next_segment) = erased.map_or((1, 0), |h| (h.seq + 1, 1 % geo.segments));
         let deadline = Instant::now() + std::time::Duration::from_secs(1);
         loop {
             let queue = device.open_queue().map_err(WalError::Device)?;
             let header = device.alloc_buf(info.block_size as usize);
             let log = DeviceLog {
                 index,
-                next_seq: 1,
-                next_segment: 0,
+                next_seq,
+                next_segment,
                 live: Vec::new(),
                 lost: None,
             };

@@ -244,3 +244,32 @@ fn a_lost_wal_device_is_replaced_while_the_engine_runs() {
     check(&e, 300);
     e.close().unwrap();
 }
+
+/// A device replaced while running lacks the log below where it joined
+/// until the flushes move the replay point past it: the other device lost
+/// before then fails the WAL, as a second lost device would, instead of
+/// acknowledging writes a start could not recover (with `--features
+/// failpoints`, which holds the flushes back).
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_replaced_wal_device_counts_as_lost_until_it_holds_the_log() {
+    let (mut devs, opts) = two_copies(31);
+    let (e, _) = open(&devs, &opts);
+    put(&e, 0..100);
+    devs.wal[1].vanish();
+    put(&e, 100..150);
+    fail::cfg("flush-before-manifest", "pause").unwrap();
+    let spare = SimDevice::new("wal1", 4096, 4096, 64, model(32));
+    devs.wal[1] = spare.clone();
+    e.replace_wal_device(1, spare).unwrap();
+    assert_eq!(e.stats().wal_catching_up, 1);
+    devs.wal[0].vanish();
+    let put = e.put(b"after", b"1", Some(Durability::Sync));
+    fail::remove("flush-before-manifest");
+    let err = put
+        .expect_err("acknowledged on a device that lacks the log")
+        .to_string();
+    assert!(err.contains("does not hold the log whole yet"), "{err}");
+    devs.cut_power();
+    drop(e);
+}

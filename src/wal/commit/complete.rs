@@ -46,13 +46,22 @@ impl<Q: Queue> WalWork<Q> {
         let name = self.devs[d].name.clone();
         let left = self.live() - 1;
         let refuse = self.on_device_loss == DeviceLoss::RefuseWrites && left < self.copies;
+        // Devices taken back while running hold the log whole once it is
+        // released below where they joined; until then they lack batches
+        // a start may need, as a lost device does.
+        let released = self.released;
+        self.catching_up
+            .retain(|&(c, from)| c != d && released.saturating_add(1) < from);
+        let behind = self.catching_up.len();
         // Once as many devices are lost as each batch has copies, a batch
         // acknowledged earlier (and not yet released) may have had every
         // copy on them.
-        let lost = self.devs.len() - left;
+        let lost = self.devs.len() - left + behind;
         if self.copies == 1 || left == 0 || refuse || lost >= self.copies {
             let policy = if refuse {
                 " (on-device-loss: refuse-writes)"
+            } else if lost >= self.copies && self.copies > 1 && behind > 0 {
+                " (a WAL device replaced while running does not hold the log whole yet)"
             } else if lost >= self.copies && self.copies > 1 {
                 " (as many WAL devices lost as each batch has copies)"
             } else {
@@ -108,7 +117,9 @@ impl<Q: Queue> WalWork<Q> {
     /// may lack that copy. Refused while the WAL has failed, while `d` is
     /// in service, and while writes to the lost device are still in
     /// flight (try again: they fail soon).
-    pub(crate) fn rejoin(&mut self, d: usize, dev: Dev<Q>) -> Result<Lsn, Rejoin> {
+    /// The old device is handed back, to be dropped outside the WAL's
+    /// lock (a queue may wait for its requests when dropped).
+    pub(crate) fn rejoin(&mut self, d: usize, dev: Dev<Q>) -> Result<(Lsn, Dev<Q>), Rejoin> {
         if let Some(why) = &self.failed {
             return Err(Rejoin::Refused(format!("the WAL has failed ({why})")));
         }
@@ -123,21 +134,25 @@ impl<Q: Queue> WalWork<Q> {
                 old.name
             )));
         }
-        if old.in_flight > 0 || old.flushing.is_some() {
+        if old.in_flight > 0 || old.queue.in_flight() > 0 {
             return Err(Rejoin::Busy);
         }
         let name = dev.name.clone();
-        self.devs[d] = dev;
+        let old = std::mem::replace(&mut self.devs[d], dev);
         self.stats.device_lost[d].set(0);
         // Records appended from now on are in batches not yet submitted,
         // which go to every device the WAL uses (up to `copies`).
         let from = self.next_lsn;
+        // Until the log below `from` is released, the device lacks some of
+        // what a start may need: it counts as lost when another goes.
+        self.catching_up.retain(|&(c, _)| c != d);
+        self.catching_up.push((d, from));
         tracing::warn!(
             "WAL device {name} is back in the stripe (a new device): every batch from LSN {from} on has its copy there; {} of {} devices in use",
             self.live(),
             self.devs.len()
         );
-        Ok(from)
+        Ok((from, old))
     }
 
     pub(super) fn reap(&mut self) -> usize {

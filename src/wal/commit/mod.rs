@@ -188,6 +188,9 @@ pub(crate) struct WalWork<Q: Queue> {
     /// grew to its share of the stripe (a host: see `host.rs`).
     pub(super) one_at_a_time: bool,
     released: Lsn,
+    /// Devices taken back while running ([`WalWork::rejoin`]), each with
+    /// the first LSN it has every batch from.
+    catching_up: Vec<(usize, Lsn)>,
     log_full_since: Option<Instant>,
     published: Arc<Published>,
     stats: Arc<WalStats>,
@@ -246,6 +249,7 @@ impl<Q: Queue> WalWork<Q> {
             failed: None,
             one_at_a_time: false,
             released: 0,
+            catching_up: Vec::new(),
             log_full_since: None,
             published,
             stats,
