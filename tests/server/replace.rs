@@ -301,3 +301,24 @@ fn a_wal_device_the_running_appliance_lost_is_replaced_online() {
     check_keys(&s, 400);
     s.stop();
 }
+
+/// With one copy of each batch a lost WAL device failed the log: the
+/// running server refuses to take a new one back, saying why, and writes
+/// no device.
+#[test]
+fn online_replacement_is_refused_with_one_copy_of_the_log() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    set_keys(&s, 0, 10);
+    let mut c = s.client();
+    let r: redis::RedisResult<String> = redis::cmd("STRIA.DEVICE")
+        .arg("REPLACE")
+        .arg("wal0")
+        .query(&mut c);
+    let err = r.unwrap_err().to_string();
+    assert!(err.contains("wal.copies is 1"), "{err}");
+    let info: String = redis::cmd("INFO").arg("wal").query(&mut c).unwrap();
+    assert!(info.contains("wal_replace:none"), "{info}");
+    check_keys(&s, 10);
+    s.stop();
+}
