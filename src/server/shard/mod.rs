@@ -213,6 +213,9 @@ pub struct Shard<'a> {
     busy: Rc<Busy>,
     /// When keys were last read or written (OBJECT IDLETIME).
     access: RefCell<AccessClock>,
+    /// An entry of the expiry index was written since the active expiry
+    /// cycle last asked ([`Shard::take_expiry_written`]).
+    expiry_written: std::cell::Cell<bool>,
 }
 
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
@@ -239,6 +242,7 @@ impl<'a> Shard<'a> {
             atomic: std::cell::Cell::new(false),
             busy: Rc::default(),
             access: RefCell::default(),
+            expiry_written: std::cell::Cell::new(false),
         }
     }
 
@@ -405,6 +409,9 @@ impl<'a> Shard<'a> {
         let mut queued = b.writes.borrow_mut();
         let mut bytes = self.dirty_bytes.get();
         for (k, v) in writes {
+            if v.is_some() && k.starts_with(super::keys::EXPIRES) {
+                self.expiry_written.set(true);
+            }
             // The row cache keeps the key's old row: reads ask this
             // table first, and `retire` replaces the row.
             let v = v.map(Rc::new);
@@ -426,6 +433,12 @@ impl<'a> Shard<'a> {
         if !self.atomic.get() {
             b.ends.borrow_mut().push(queued.len());
         }
+    }
+
+    /// Whether an entry of the expiry index was written since the last
+    /// call: then keys with an expiry exist, or did a moment ago.
+    pub fn take_expiry_written(&self) -> bool {
+        self.expiry_written.replace(false)
     }
 
     /// A barrier after every write so far: `deps` waits until they are
