@@ -521,11 +521,20 @@ impl<'a> Loop<'a> {
             }
             let mut again = false;
             c.conn.progress();
+            // Replies owed from before this turn go out this turn.
+            let owed_before = !c.conn.out.is_empty();
             if !c.dead && !c.blocked && !c.closing {
                 again = serve(self.shared, c, stopping);
             }
             c.conn.progress();
-            if !c.dead && !c.blocked && !c.conn.out.is_empty() {
+            // Replies this turn's requests made ready ahead of one that
+            // waits for its write go out with it, in one send, as Redis
+            // sends a turn's replies after its fsync: a client's pipeline
+            // (MULTI ... EXEC) is answered by one write and wakes it once,
+            // not twice. They wait at most until the connection's next
+            // turn, which the waiting reply or new requests bring.
+            let holding = !owed_before && c.conn.in_flight() && c.conn.out.len() < HOLD_AHEAD;
+            if !c.dead && !c.blocked && !c.conn.out.is_empty() && !holding {
                 flush(self.shared, c);
             }
             // A connection whose replies wait for writes goes once they are
@@ -805,6 +814,10 @@ fn watch_for_close(c: &mut Connection<'_>) {
         Err(_) => c.dead = true,
     }
 }
+
+/// Bytes of ready replies a connection keeps back while a later reply
+/// waits for its write; past this they go at once.
+const HOLD_AHEAD: usize = 64 << 10;
 
 /// Writes what connection `c` owes without blocking; what the socket does
 /// not take waits for it to drain (`blocked`).

@@ -232,6 +232,9 @@ fn stats_section(w: &mut Section, s: &ServerMetrics) {
     );
     w.kv("total_net_input_bytes", s.bytes_in_total());
     w.kv("total_net_output_bytes", s.bytes_out_total());
+    let (reads, writes) = s.socket_calls();
+    w.kv("total_reads_processed", reads);
+    w.kv("total_writes_processed", writes);
     w.kv(
         "instantaneous_input_kbps",
         format_args!("{:.2}", rates.input_kbps),
@@ -641,6 +644,8 @@ mod tests {
         assert_eq!(get("Stats", "total_commands_processed"), "2");
         assert_eq!(get("Stats", "total_net_input_bytes"), "100");
         assert_eq!(get("Stats", "total_net_output_bytes"), "300");
+        assert_eq!(get("Stats", "total_reads_processed"), "1");
+        assert_eq!(get("Stats", "total_writes_processed"), "1");
         assert_eq!(get("Stats", "rejected_connections"), "0");
         assert_eq!(get("Stats", "total_error_replies"), "1");
         assert!(get("Stats", "instantaneous_ops_per_sec")

@@ -258,6 +258,9 @@ pub struct ServerMetrics {
     total_commands: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    /// Reads from clients' sockets that returned data, and writes to them.
+    reads: AtomicU64,
+    writes: AtomicU64,
     protocol_errors: AtomicU64,
     auth_failures: AtomicU64,
     /// Keys deleted because they expired (on access or by the cycle).
@@ -343,6 +346,8 @@ impl ServerMetrics {
             total_commands: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
@@ -529,14 +534,16 @@ impl ServerMetrics {
         self.index[UNKNOWN_COMMAND]
     }
 
-    /// Bytes read from clients.
+    /// Bytes read from clients, by one read.
     pub fn bytes_in(&self, n: u64) {
         self.bytes_in.fetch_add(n, Relaxed);
+        self.reads.fetch_add(1, Relaxed);
     }
 
-    /// Bytes written to clients.
+    /// Bytes written to clients, by one write.
     pub fn bytes_out(&self, n: u64) {
         self.bytes_out.fetch_add(n, Relaxed);
+        self.writes.fetch_add(1, Relaxed);
     }
 
     /// A client sent something that is not RESP.
@@ -621,6 +628,12 @@ impl ServerMetrics {
 
     pub fn bytes_out_total(&self) -> u64 {
         self.bytes_out.load(Relaxed)
+    }
+
+    /// Reads from and writes to clients' sockets (Redis's
+    /// `total_reads_processed`, `total_writes_processed`).
+    pub fn socket_calls(&self) -> (u64, u64) {
+        (self.reads.load(Relaxed), self.writes.load(Relaxed))
     }
 
     pub fn protocol_errors(&self) -> u64 {
