@@ -384,6 +384,18 @@ enum Bench {
     /// engine keeps data unless --force; leaves them formatted and empty.
     /// Example: stria bench compare --workloads wal-pe --threads 100
     Compare(Box<stria::bench::compare::CompareArgs>),
+    /// Job queues, rate limiters, fan-out and event logs (MULTI/EXEC,
+    /// EVALSHA, LPUSH/BRPOP, PUBLISH, XADD, XREADGROUP/XACK) against Stria
+    /// and Redis with appendfsync always, alternating round by round.
+    ///
+    /// Starts `stria serve` with the map and, when redis-server is
+    /// installed, Redis as `redis-compare` does. Each pattern is a closed
+    /// loop of clients for --seconds; every element, message and entry
+    /// handed over is checked to arrive exactly once. One table of
+    /// operations/s, their ratio, and each server's CPU time and context
+    /// switches per operation (from /proc).
+    /// Example: stria bench patterns --seconds 5 --rounds 2
+    Patterns(Box<stria::bench::patterns::PatternsArgs>),
     /// redis-benchmark -t set,get against Stria and against Redis with
     /// appendfsync always, on the same disk, side by side.
     ///
@@ -841,6 +853,15 @@ fn run(command: Command) -> Result<ExitCode, String> {
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Bench(Bench::Patterns(args)) => {
+            let cfg = load(args.config.as_ref())?;
+            let serve = Serve::current(args.config.clone())
+                .map_err(|e| format!("cannot find stria itself: {e}"))?;
+            let report =
+                stria::bench::patterns::run(&serve, &cfg, &args, |line| eprintln!("{line}"))?;
+            print!("{report}");
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench(Bench::RedisCompare {
             config,

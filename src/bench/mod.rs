@@ -8,6 +8,7 @@ pub mod fio;
 pub mod flush;
 pub mod ingest;
 pub mod latency;
+pub mod patterns;
 pub mod process;
 pub mod procstat;
 pub mod random_write;

@@ -180,6 +180,32 @@ impl RespClient {
         self.stream.write_all(&self.out)?;
         read_reply(&mut self.reader)
     }
+
+    /// Sends `commands` in one write, as a client library's pipeline (or
+    /// transaction) does, and reads their replies in order; an error
+    /// reply is the first `Err`.
+    pub fn pipeline<A: AsRef<[u8]>>(&mut self, commands: &[&[A]]) -> Result<Vec<Reply>, RespError> {
+        self.out.clear();
+        for args in commands {
+            encode(&mut self.out, args);
+        }
+        self.stream.write_all(&self.out)?;
+        commands
+            .iter()
+            .map(|_| read_reply(&mut self.reader))
+            .collect()
+    }
+
+    /// Waits for the next reply or push message without sending anything
+    /// (a subscriber's messages).
+    pub fn next_reply(&mut self) -> Result<Reply, RespError> {
+        read_reply(&mut self.reader)
+    }
+
+    /// Bounds how long a read waits (`None`: for ever).
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.stream.set_read_timeout(timeout)
+    }
 }
 
 #[cfg(test)]

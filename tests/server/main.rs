@@ -21,6 +21,7 @@ mod maxmemory;
 mod metrics;
 mod monitor;
 mod notifications;
+mod patterns;
 mod pubsub;
 mod replace;
 mod restart;
