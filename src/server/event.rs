@@ -444,6 +444,13 @@ impl<'a> Loop<'a> {
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
         self.sweep.run(self.shared, &self.shard);
+        {
+            let mut sockets = self.shard.sockets();
+            if !sockets.is_empty() {
+                sockets.close_idle();
+                self.shared.metrics.set_migrate_sockets(sockets.len());
+            }
+        }
         // Keys over tracking-table-max-keys are invalidated.
         if !self.shard.tracking().is_idle() {
             let max = self

@@ -42,6 +42,7 @@ const MOVABLE: &[&str] = &[
     "georadius",
     "georadiusbymember",
     "lmpop",
+    "migrate",
     "sintercard",
     "sort",
     "sort_ro",
@@ -134,6 +135,29 @@ pub fn key_positions(spec: &Spec, cmd: &[Vec<u8>]) -> Vec<(usize, KeyFlags)> {
             if !counted(2, &mut out, first) {
                 return Vec::new();
             }
+        }
+        "migrate" => {
+            // As Redis's migrateGetKeys: the key at 3, or what follows
+            // KEYS (with the key argument empty), skipping the options'
+            // arguments.
+            let mut keys = 3..4.min(n);
+            let mut i = 6;
+            while i < n {
+                match cmd[i].to_ascii_lowercase().as_slice() {
+                    b"keys" => {
+                        if !cmd[3].is_empty() {
+                            return Vec::new();
+                        }
+                        keys = i + 1..n;
+                        break;
+                    }
+                    b"auth" => i += 1,
+                    b"auth2" => i += 2,
+                    _ => {}
+                }
+                i += 1;
+            }
+            out.extend(keys.map(|k| (k, first)));
         }
         "sort" | "sort_ro" => {
             // As Redis parses it: LIMIT takes two arguments, GET and BY
@@ -266,7 +290,9 @@ fn flags_of(name: &str, spec: &Spec) -> KeyFlags {
         "copy" | "georadius" | "georadiusbymember" | "sort" => RO_ACCESS,
         "blmove" | "blmpop" | "blpop" | "brpop" | "brpoplpush" | "bzmpop" | "bzpopmax"
         | "bzpopmin" | "getdel" | "lmove" | "lmpop" | "lpop" | "rename" | "renamenx" | "rpop"
-        | "rpoplpush" | "smove" | "spop" | "zmpop" | "zpopmax" | "zpopmin" => RW_ACCESS_DELETE,
+        | "rpoplpush" | "smove" | "spop" | "zmpop" | "zpopmax" | "zpopmin" | "migrate" => {
+            RW_ACCESS_DELETE
+        }
         "decr" | "decrby" | "eval" | "evalsha" | "fcall" | "getex" | "getset" | "hincrby"
         | "hincrbyfloat" | "incr" | "incrby" | "incrbyfloat" | "setbit" | "zincrby" => {
             RW_ACCESS_UPDATE

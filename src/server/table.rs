@@ -242,6 +242,7 @@ pub static COMMANDS: &[Spec] = &[
     spec("dbsize", 1, RS, NO, "server", "Counts the keys (reads them all)."),
     spec("dump", 2, RS, K1, "generic", "A key in a form RESTORE takes (Stria's own, not Redis's RDB)."),
     spec("restore", -4, WD, K1, "generic", "Makes a key from DUMP's form, or a Redis server's of a string or stream (REPLACE, ABSTTL, IDLETIME, FREQ)."),
+    spec("migrate", -6, W, (3, 3, 1), "generic", "Moves keys to another Stria server (COPY, REPLACE, AUTH, AUTH2, KEYS)."),
     spec("sort", -2, WD, K1, "generic", "Sorts a list, set or sorted set (BY, LIMIT, GET, ASC, DESC, ALPHA, STORE)."),
     spec("sort_ro", -2, RS, K1, "generic", "Sorts a list, set or sorted set, read-only."),
     spec("flushall", -1, W, NO, "server", "Deletes every key, in one write."),
@@ -336,8 +337,8 @@ pub fn noscript(spec: &Spec, args: &[Vec<u8>]) -> bool {
 
 /// Commands ACL's `@dangerous` holds besides the admin ones.
 const DANGEROUS: &[&str] = &[
-    "flushall", "flushdb", "keys", "sort", "info", "client", "config", "monitor", "shutdown",
-    "save", "bgsave", "lastsave", "role", "slowlog", "module", "waitaof",
+    "flushall", "flushdb", "keys", "sort", "migrate", "info", "client", "config", "monitor",
+    "shutdown", "save", "bgsave", "lastsave", "role", "slowlog", "module", "waitaof",
 ];
 
 /// The ACL categories of a command (`+@read`, `-@dangerous`), from its

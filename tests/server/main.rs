@@ -19,6 +19,7 @@ mod introspection;
 mod kill9;
 mod maxmemory;
 mod metrics;
+mod migrate;
 mod monitor;
 mod notifications;
 mod patterns;

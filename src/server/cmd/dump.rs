@@ -172,8 +172,13 @@ impl<'a> Conn<'a> {
         let Some(m) = self.lookup(key)? else {
             return Ok(Reply::Nil);
         };
-        let elements = self.sub_keys(key, &m)?;
-        Ok(Reply::Bulk(encode(&m, &elements)))
+        Ok(Reply::Bulk(self.dump_payload(key, &m)?))
+    }
+
+    /// The dump of `key`, whose metadata is `m`.
+    pub(super) fn dump_payload(&mut self, key: &[u8], m: &Meta) -> Res<Vec<u8>> {
+        let elements = self.sub_keys(key, m)?;
+        Ok(encode(m, &elements))
     }
 
     /// RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f].

@@ -51,6 +51,7 @@ impl<'a> Conn<'a> {
             "sort" => self.sort(&args[1..], false),
             "dump" => self.dump(&args[1]),
             "restore" => self.restore(args),
+            "migrate" => self.migrate(args),
             "sort_ro" => self.sort(&args[1..], true),
             _ => return None,
         })

@@ -261,6 +261,8 @@ pub struct ServerMetrics {
     /// Reads from clients' sockets that returned data, and writes to them.
     reads: AtomicU64,
     writes: AtomicU64,
+    /// MIGRATE's connections kept open.
+    migrate_sockets: AtomicU64,
     protocol_errors: AtomicU64,
     auth_failures: AtomicU64,
     /// Keys deleted because they expired (on access or by the cycle).
@@ -348,6 +350,7 @@ impl ServerMetrics {
             bytes_out: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            migrate_sockets: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
             expired_keys: AtomicU64::new(0),
@@ -628,6 +631,15 @@ impl ServerMetrics {
 
     pub fn bytes_out_total(&self) -> u64 {
         self.bytes_out.load(Relaxed)
+    }
+
+    /// How many connections MIGRATE keeps open.
+    pub fn set_migrate_sockets(&self, n: usize) {
+        self.migrate_sockets.store(n as u64, Relaxed);
+    }
+
+    pub fn migrate_sockets(&self) -> u64 {
+        self.migrate_sockets.load(Relaxed)
     }
 
     /// Reads from and writes to clients' sockets (Redis's

@@ -34,6 +34,7 @@ use busy::Busy;
 use pubsub::PubSub;
 use rows::Rows;
 pub use rows::{Row, RowStats};
+use sockets::Sockets;
 use tracking::Tracking;
 use watch::Watches;
 
@@ -216,6 +217,8 @@ pub struct Shard<'a> {
     /// An entry of the expiry index was written since the active expiry
     /// cycle last asked ([`Shard::take_expiry_written`]).
     expiry_written: std::cell::Cell<bool>,
+    /// MIGRATE's connections to target servers.
+    sockets: RefCell<Sockets>,
 }
 
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
@@ -243,12 +246,18 @@ impl<'a> Shard<'a> {
             busy: Rc::default(),
             access: RefCell::default(),
             expiry_written: std::cell::Cell::new(false),
+            sockets: RefCell::default(),
         }
     }
 
     /// The connections a script past busy-reply-threshold answers `BUSY`.
     pub fn busy(&self) -> &Rc<Busy> {
         &self.busy
+    }
+
+    /// MIGRATE's connections to target servers.
+    pub fn sockets(&self) -> std::cell::RefMut<'_, Sockets> {
+        self.sockets.borrow_mut()
     }
 
     /// When keys were last read or written.
@@ -678,6 +687,7 @@ pub(crate) mod crash_tests;
 mod prefix_tests;
 pub mod pubsub;
 mod rows;
+pub mod sockets;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod tracking;

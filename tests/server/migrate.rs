@@ -1,0 +1,202 @@
+//! MIGRATE between two running servers: keys move (or are copied) with
+//! their TTL, a key is deleted here only once the target took it, the
+//! target's errors and unreachable targets are reported as Redis reports
+//! them, and the connection is kept for the next MIGRATE.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use crate::harness::{tempdir, Map, Server};
+use crate::{e, info_u64, q};
+
+fn migrate(c: &mut redis::Connection, to: &Server, key: &str, extra: &[&str]) -> String {
+    let port = to.addr.port().to_string();
+    let mut args = vec!["MIGRATE", "127.0.0.1", &port, key, "0", "5000"];
+    args.extend(extra);
+    q(c, &args)
+}
+
+#[test]
+fn keys_move_and_copy_to_another_server_with_their_ttl() {
+    let (d1, d2) = (tempdir(), tempdir());
+    let a = Server::start(d1.path(), &Map::default());
+    let b = Server::start(d2.path(), &Map::default());
+    let (mut ca, mut cb) = (a.client(), b.client());
+    q::<()>(&mut ca, &["SET", "s", "v"]);
+    q::<()>(&mut ca, &["EXPIRE", "s", "100"]);
+    q::<()>(&mut ca, &["HSET", "h", "f", "1", "g", "2"]);
+    q::<()>(&mut ca, &["ZADD", "z", "1.5", "m", "-2", "n"]);
+    assert_eq!(info_u64(&mut ca, "stats", "migrate_cached_sockets"), 0);
+
+    assert_eq!(migrate(&mut ca, &b, "s", &[]), "OK");
+    assert_eq!(q::<i64>(&mut ca, &["EXISTS", "s"]), 0);
+    assert_eq!(q::<String>(&mut cb, &["GET", "s"]), "v");
+    let ttl: i64 = q(&mut cb, &["TTL", "s"]);
+    assert!((95..=100).contains(&ttl), "{ttl}");
+    // The connection is kept for the next one.
+    assert_eq!(info_u64(&mut ca, "stats", "migrate_cached_sockets"), 1);
+
+    // COPY keeps the key here.
+    assert_eq!(migrate(&mut ca, &b, "h", &["COPY"]), "OK");
+    assert_eq!(q::<i64>(&mut ca, &["HLEN", "h"]), 2);
+    assert_eq!(
+        q::<Vec<String>>(&mut cb, &["HGETALL", "h"]),
+        ["f", "1", "g", "2"]
+    );
+    // An existing key there is kept unless REPLACE.
+    q::<()>(&mut ca, &["HSET", "h", "f", "3"]);
+    let err = e(
+        &mut ca,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &b.addr.port().to_string(),
+            "h",
+            "0",
+            "5000",
+        ],
+    );
+    assert_eq!(
+        err,
+        "ERR Target instance replied with error: BUSYKEY Target key name already exists."
+    );
+    assert_eq!(
+        q::<i64>(&mut ca, &["HLEN", "h"]),
+        2,
+        "kept here after the error"
+    );
+    assert_eq!(migrate(&mut ca, &b, "h", &["REPLACE"]), "OK");
+    assert_eq!(q::<String>(&mut cb, &["HGET", "h", "f"]), "3");
+    assert_eq!(q::<i64>(&mut ca, &["EXISTS", "h"]), 0);
+
+    // KEYS: the keys that exist move; none: NOKEY.
+    q::<()>(&mut ca, &["SET", "k1", "1"]);
+    q::<()>(&mut ca, &["SET", "k3", "3"]);
+    assert_eq!(
+        migrate(&mut ca, &b, "", &["KEYS", "k1", "k2", "k3", "z"]),
+        "OK"
+    );
+    assert_eq!(q::<i64>(&mut ca, &["EXISTS", "k1", "k3", "z"]), 0);
+    assert_eq!(q::<i64>(&mut cb, &["EXISTS", "k1", "k2", "k3", "z"]), 3);
+    assert_eq!(
+        q::<Vec<String>>(&mut cb, &["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        ["n", "-2", "m", "1.5"]
+    );
+    assert_eq!(migrate(&mut ca, &b, "", &["KEYS", "nothing"]), "NOKEY");
+    assert_eq!(migrate(&mut ca, &b, "nothing", &[]), "NOKEY");
+
+    // Keys found as Redis finds them.
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut ca,
+            &[
+                "COMMAND", "GETKEYS", "MIGRATE", "h", "1", "", "0", "5", "AUTH2", "u", "p", "KEYS",
+                "x", "y"
+            ]
+        ),
+        ["x", "y"]
+    );
+    let info: Vec<redis::Value> = q(&mut ca, &["COMMAND", "INFO", "MIGRATE"]);
+    assert!(format!("{info:?}").contains("movablekeys"), "{info:?}");
+}
+
+#[test]
+fn bad_requests_and_unreachable_targets_change_nothing() {
+    let dir = tempdir();
+    let a = Server::start(dir.path(), &Map::default());
+    let mut c = a.client();
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    assert_eq!(
+        e(
+            &mut c,
+            &["MIGRATE", "127.0.0.1", "1", "k", "0", "100", "KEYS", "k"]
+        ),
+        "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string"
+    );
+    assert_eq!(
+        e(&mut c, &["MIGRATE", "127.0.0.1", "1", "k", "x", "100"]),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(
+        e(
+            &mut c,
+            &["MIGRATE", "127.0.0.1", "1", "k", "0", "100", "BOGUS"]
+        ),
+        "ERR syntax error"
+    );
+    // Nothing listens on a port just freed.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    assert_eq!(
+        e(
+            &mut c,
+            &["MIGRATE", "127.0.0.1", &port.to_string(), "k", "0", "500"]
+        ),
+        "IOERR error or timeout connecting to the client"
+    );
+    // A target that takes the request and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port().to_string();
+    let started = Instant::now();
+    assert_eq!(
+        e(&mut c, &["MIGRATE", "127.0.0.1", &port, "k", "0", "300"]),
+        "IOERR error or timeout reading to target instance"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
+    assert_eq!(info_u64(&mut c, "stats", "migrate_cached_sockets"), 0);
+}
+
+#[test]
+fn auth_reaches_a_target_with_a_password() {
+    let (d1, d2) = (tempdir(), tempdir());
+    let a = Server::start(d1.path(), &Map::default());
+    let b = Server::start(
+        d2.path(),
+        &Map {
+            password: Some("secret".into()),
+            ..Map::default()
+        },
+    );
+    let mut c = a.client();
+    q::<()>(&mut c, &["SET", "k", "v"]);
+    let port = b.addr.port().to_string();
+    let err = e(
+        &mut c,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &port,
+            "k",
+            "0",
+            "5000",
+            "AUTH",
+            "wrong",
+        ],
+    );
+    assert!(
+        err.starts_with("ERR Target instance replied with error: WRONGPASS"),
+        "{err}"
+    );
+    assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
+    let ok: String = q(
+        &mut c,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &port,
+            "k",
+            "0",
+            "5000",
+            "AUTH",
+            "secret",
+        ],
+    );
+    assert_eq!(ok, "OK");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
+    let mut cb = b.client();
+    assert_eq!(q::<String>(&mut cb, &["GET", "k"]), "v");
+}
