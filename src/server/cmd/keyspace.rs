@@ -296,6 +296,13 @@ impl<'a> Conn<'a> {
 
     /// Up to `count` live Redis keys from engine key `from` on, with their
     /// types, stopping at the first key without `prefix`.
+    ///
+    /// A key's elements follow its metadata. Within a batch they are
+    /// stepped over; a batch that ends in them is followed by one seek
+    /// past the key. Each seek is a new scan of every memstore and block
+    /// file, so seeking past every collection (or every dead key's
+    /// elements) made DBSIZE of 92,000 keys take 3.6 s, and 13 s once
+    /// FLUSHALL had left them all dead.
     fn walk(&mut self, from: &[u8], count: usize, prefix: &[u8]) -> Res<Walked> {
         let mut found = Vec::new();
         let mut from = from.max(FIRST).to_vec();
@@ -306,6 +313,8 @@ impl<'a> Conn<'a> {
                 return Ok((found, None));
             }
             let mut next = None;
+            // The Redis key whose metadata (or dead elements) were seen.
+            let mut seen: Option<Vec<u8>> = None;
             for (k, v) in batch {
                 let Some((user, part)) = keys::decode(&k) else {
                     // Not a Redis key's: step over it.
@@ -314,21 +323,22 @@ impl<'a> Conn<'a> {
                     next = Some(after);
                     continue;
                 };
+                if seen.as_deref() == Some(&user[..]) {
+                    // One of its elements.
+                    continue;
+                }
                 if !user.starts_with(prefix) {
                     return Ok((found, None));
                 }
                 next = Some(keys::after(&user));
-                if part != Part::Meta {
-                    // Elements of a dead version: step over the key.
-                    break;
+                if part == Part::Meta {
+                    if let Some((t, expires)) = self.live(v)? {
+                        found.push((user.clone(), t, expires));
+                    }
                 }
-                let kind = self.live(v)?;
-                if let Some((t, expires)) = kind {
-                    found.push((user, t, expires));
-                }
-                // A collection's elements follow its metadata: one seek
-                // steps over them all.
-                if kind.is_none_or(|(t, _)| t != Type::String) || found.len() == count {
+                // Otherwise elements of a dead version: step over the key.
+                seen = Some(user);
+                if found.len() == count {
                     break;
                 }
             }

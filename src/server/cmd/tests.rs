@@ -101,3 +101,82 @@ fn a_refreshed_expiry_leaves_one_index_entry() {
     std::mem::forget(conn);
     std::mem::forget(shard);
 }
+
+/// DBSIZE, KEYS and a SCAN in small steps see every live key once among
+/// collections whose elements fill and cross the walk's batches, deleted
+/// keys whose elements are still stored, and keys of every type.
+#[test]
+fn the_key_walk_steps_over_elements_and_dead_keys() {
+    let devs = testing::sim_devices(&testing::model(3));
+    let shared = shared_on(&devs).unwrap();
+    let (_shard, mut conn) = conn_on(&shared, 1);
+    let mut live = std::collections::BTreeSet::new();
+    for i in 0..3000 {
+        let key = format!("k{i:05}");
+        let cmd = match i % 4 {
+            0 => format!("SET {key} v"),
+            1 => format!("HSET {key} a 1 b 2"),
+            2 => format!("SADD {key} x"),
+            _ => format!("ZADD {key} 1 m 2 n"),
+        };
+        let (r, _) = run_command(&mut conn, &words(&cmd));
+        assert!(!r.is_error(), "{cmd}: {r:?}");
+        live.insert(key);
+    }
+    // Lists long enough to fill a batch of the walk with their elements.
+    for key in ["k00100x", "k02000x"] {
+        let elems: Vec<String> = (0..2500).map(|e| e.to_string()).collect();
+        run_command(
+            &mut conn,
+            &words(&format!("RPUSH {key} {}", elems.join(" "))),
+        );
+        live.insert(key.to_string());
+    }
+    // Deleted keys leave their elements until compaction.
+    for i in (0..3000).step_by(3) {
+        let key = format!("k{i:05}");
+        let (r, _) = run_command(&mut conn, &words(&format!("DEL {key}")));
+        assert_eq!(r, Reply::Int(1));
+        live.remove(&key);
+    }
+    run_command(&mut conn, &words("DEL k02000x"));
+    live.remove("k02000x");
+    let (r, _) = run_command(&mut conn, &words("DBSIZE"));
+    assert_eq!(r, Reply::Int(live.len() as i64));
+    let names = |r: Reply| -> Vec<String> {
+        let Reply::Array(items) = r else {
+            panic!("{r:?}")
+        };
+        items
+            .into_iter()
+            .map(|i| match i {
+                Reply::Bulk(b) => String::from_utf8(b).unwrap(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let (r, _) = run_command(&mut conn, &words("KEYS *"));
+    let mut keys = names(r);
+    keys.sort();
+    assert_eq!(keys, live.iter().cloned().collect::<Vec<_>>());
+    let mut scanned = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let (r, _) = run_command(&mut conn, &words(&format!("SCAN {cursor} COUNT 7")));
+        let Reply::Array(mut parts) = r else {
+            panic!("{r:?}")
+        };
+        let batch = parts.pop().unwrap();
+        let Reply::Bulk(next) = parts.pop().unwrap() else {
+            panic!("a cursor")
+        };
+        scanned.extend(names(batch));
+        cursor = String::from_utf8(next).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    scanned.sort();
+    assert_eq!(scanned, live.iter().cloned().collect::<Vec<_>>());
+    std::mem::forget(conn);
+}
