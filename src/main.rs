@@ -856,8 +856,11 @@ fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Bench(Bench::Patterns(args)) => {
             let cfg = load(args.config.as_ref())?;
-            let serve = Serve::current(args.config.clone())
+            let mut serve = Serve::current(args.config.clone())
                 .map_err(|e| format!("cannot find stria itself: {e}"))?;
+            if let Some(exe) = &args.stria {
+                serve.exe = exe.clone();
+            }
             let report =
                 stria::bench::patterns::run(&serve, &cfg, &args, |line| eprintln!("{line}"))?;
             print!("{report}");

@@ -569,6 +569,10 @@ pub struct PatternsArgs {
     /// without one, Stria alone).
     #[arg(long, value_name = "PATH")]
     pub redis_server: Option<PathBuf>,
+    /// The stria executable whose `serve` is measured (default: this
+    /// one), to compare two builds against the same Redis.
+    #[arg(long, value_name = "PATH")]
+    pub stria: Option<PathBuf>,
 }
 
 /// One pattern's runs in one round.

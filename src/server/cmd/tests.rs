@@ -180,3 +180,33 @@ fn the_key_walk_steps_over_elements_and_dead_keys() {
     assert_eq!(scanned, live.iter().cloned().collect::<Vec<_>>());
     std::mem::forget(conn);
 }
+
+/// A key a transaction writes several times is one write in its WAL
+/// group, with the last value; separate commands stay separate writes.
+#[test]
+fn a_transaction_writes_a_key_it_writes_again_once() {
+    let devs = testing::sim_devices(&testing::model(4));
+    let shared = shared_on(&devs).unwrap();
+    let (shard, mut conn) = conn_on(&shared, 1);
+    run_command(&mut conn, &words("INCR n"));
+    run_command(&mut conn, &words("INCR n"));
+    assert_eq!(shard.queued_writes(), 2, "two commands, two writes");
+    for cmd in ["MULTI", "INCR n", "EXPIRE n 100", "INCR n"] {
+        run_command(&mut conn, &words(cmd));
+    }
+    let (r, _) = run_command(&mut conn, &words("EXEC"));
+    assert_eq!(
+        r,
+        Reply::Array(vec![Reply::Int(3), Reply::Int(1), Reply::Int(4)])
+    );
+    // The key's metadata once, and its expiry index entry.
+    assert_eq!(shard.queued_writes(), 4);
+    let (r, _) = run_command(&mut conn, &words("GET n"));
+    let mut out = Vec::new();
+    r.encode(&mut out, 2);
+    assert_eq!(out, b"$1\r\n4\r\n");
+    let (r, _) = run_command(&mut conn, &words("TTL n"));
+    assert_eq!(r, Reply::Int(100));
+    std::mem::forget(conn);
+    std::mem::forget(shard);
+}

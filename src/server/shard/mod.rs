@@ -180,6 +180,8 @@ impl<'a> Deps<'a> {
 struct Dirty<'a> {
     value: Option<Rc<Vec<u8>>>,
     batch: Rc<Batch<'a>>,
+    /// Where the write is in its batch's writes.
+    slot: usize,
     /// The write itself, and what it depended on.
     deps: Deps<'a>,
 }
@@ -417,6 +419,9 @@ impl<'a> Shard<'a> {
         let mut dirty = self.dirty.borrow_mut();
         let mut queued = b.writes.borrow_mut();
         let mut bytes = self.dirty_bytes.get();
+        // This command's (or transaction's) writes so far in the batch:
+        // one WAL group, whole or gone after a crash.
+        let group = b.ends.borrow().last().copied().unwrap_or(0);
         for (k, v) in writes {
             if v.is_some() && k.starts_with(super::keys::EXPIRES) {
                 self.expiry_written.set(true);
@@ -425,23 +430,44 @@ impl<'a> Shard<'a> {
             // table first, and `retire` replaces the row.
             let v = v.map(Rc::new);
             bytes += dirty_bytes(&k, v.as_ref());
+            // A key the same group wrote before (INCR then EXPIRE in one
+            // transaction) is written once, with its last value: no one
+            // can see the first, in the shard or after a crash.
+            let again = dirty
+                .get(&k)
+                .filter(|d| Rc::ptr_eq(&d.batch, &b) && d.slot >= group)
+                .map(|d| d.slot);
             let old = dirty.insert(
                 k.clone(),
                 Dirty {
                     value: v.clone(),
                     batch: b.clone(),
+                    slot: again.unwrap_or(queued.len()),
                     deps: deps.clone(),
                 },
             );
             if let Some(old) = old {
                 bytes -= dirty_bytes(&k, old.value.as_ref());
             }
-            queued.push((k, v));
+            match again {
+                Some(i) => queued[i].1 = v,
+                None => queued.push((k, v)),
+            }
         }
         self.dirty_bytes.set(bytes);
         if !self.atomic.get() {
             b.ends.borrow_mut().push(queued.len());
         }
+    }
+
+    /// The writes queued in the turn's batches, not yet submitted.
+    #[cfg(test)]
+    pub fn queued_writes(&self) -> usize {
+        self.open
+            .borrow()
+            .iter()
+            .map(|b| b.writes.borrow().len())
+            .sum()
     }
 
     /// Whether an entry of the expiry index was written since the last
