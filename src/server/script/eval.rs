@@ -189,10 +189,9 @@ fn killed_error(function: bool) -> mlua::Error {
 impl Conn<'_> {
     /// Runs a script or function to completion, as one atomic unit.
     pub fn run_script(&mut self, r: Run<'_>) -> Reply {
-        let (lua, lib, run, resp, loaded) = match self.vm() {
+        let (lua, run, resp, loaded) = match self.vm() {
             Ok(vm) => (
                 vm.lua.clone(),
-                vm.lib.clone(),
                 vm.run.clone(),
                 vm.resp.clone(),
                 (vm.libraries.len(), vm.functions.len()),
@@ -286,21 +285,11 @@ impl Conn<'_> {
                 let mut c = conn.borrow_mut();
                 c.script_call(lua, n, &argv, mode, resp.get() == 3, &wrote)
             })?;
-            lib.raw_set("__call", call)?;
             let acl = scope.create_function(|lua, (n, argv): (usize, Table)| {
                 conn.borrow_mut().script_acl_check(lua, n, &argv)
             })?;
-            lib.raw_set("__acl", acl)?;
             let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
-            let out: (bool, Value) = if r.function {
-                run.call((r.f.clone(), true, keys, args))?
-            } else {
-                lib.raw_set("KEYS", keys)?;
-                lib.raw_set("ARGV", args)?;
-                run.call((r.f.clone(), false))?
-            };
-            lib.raw_set("__call", Value::Nil)?;
-            lib.raw_set("__acl", Value::Nil)?;
+            let out: (bool, Value) = run.call((r.f.clone(), r.function, keys, args, call, acl))?;
             Ok(out)
         });
         lua.remove_hook();

@@ -301,14 +301,25 @@ local function handler(e)
   return e
 end
 
--- Runs `f`: with (keys, args) for a function, with none for EVAL.
-local function run(f, with_args, keys, args)
+-- Runs `f`: with (keys, args) for a function, with none for EVAL (its
+-- KEYS and ARGV are globals), with this run's `__call` and `__acl`. Set
+-- here rather than through the host's API, which protects each set.
+local function run(f, with_args, keys, args, call, acl)
+  raw_rawset(lib, "__call", call)
+  raw_rawset(lib, "__acl", acl)
+  local ok, v
   if with_args then
-    return raw_xpcall(function()
+    ok, v = raw_xpcall(function()
       return f(keys, args)
     end, handler)
+  else
+    raw_rawset(lib, "KEYS", keys)
+    raw_rawset(lib, "ARGV", args)
+    ok, v = raw_xpcall(f, handler)
   end
-  return raw_xpcall(f, handler)
+  raw_rawset(lib, "__call", nil)
+  raw_rawset(lib, "__acl", nil)
+  return ok, v
 end
 
 return lib, run, library_env, activate
