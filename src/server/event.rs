@@ -189,6 +189,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
     let shard = Rc::new(Shard::new(&shared.engine, shared.opts.row_cache));
     shard.busy().set_incoming(rx);
     let Parts { mut poll, notify } = parts;
+    shard.set_notify(notify.clone());
     let wal = host_wal(shared, poll.registry());
     let mut lp = Loop {
         shared,

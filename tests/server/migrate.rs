@@ -200,3 +200,90 @@ fn auth_reaches_a_target_with_a_password() {
     let mut cb = b.client();
     assert_eq!(q::<String>(&mut cb, &["GET", "k"]), "v");
 }
+
+/// 200,000 keys in one MIGRATE: the requests go in chunks, each chunk's
+/// replies read before the next, so a target that stops reading while its
+/// replies wait never leaves both sides waiting. The second, refused run
+/// (8 MB of BUSYKEY replies) answers with the target's error; sent whole,
+/// it timed out writing.
+#[test]
+fn many_keys_move_in_chunks_and_the_targets_refusals_come_back() {
+    let (d1, d2) = (tempdir(), tempdir());
+    let a = Server::start(d1.path(), &Map::default());
+    let b = Server::start(d2.path(), &Map::default());
+    let mut c = a.client();
+    const N: usize = 200_000;
+    let names: Vec<String> = (0..N).map(|i| format!("key:{i:06}")).collect();
+    for chunk in names.chunks(1000) {
+        let mut mset = redis::cmd("MSET");
+        for k in chunk {
+            mset.arg(k).arg("v");
+        }
+        mset.query::<()>(&mut c).unwrap();
+    }
+    let port = b.addr.port().to_string();
+    let mut args = vec![
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "COPY",
+        "KEYS",
+    ];
+    args.extend(names.iter().map(String::as_str));
+    assert_eq!(q::<String>(&mut c, &args), "OK");
+    assert_eq!(q::<i64>(&mut b.client(), &["DBSIZE"]), N as i64);
+    let err = e(&mut c, &args);
+    assert_eq!(
+        err,
+        "ERR Target instance replied with error: BUSYKEY Target key name already exists."
+    );
+    assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), N as i64);
+}
+
+/// A key whose write is still on its way to the log is sent only once it
+/// is durable (a crash here must not leave the target holding a value
+/// this server never acknowledged); inside a transaction, which goes to
+/// the log whole when it ends, such a MIGRATE is refused.
+#[test]
+fn a_write_not_yet_durable_is_made_durable_before_it_leaves() {
+    let (d1, d2) = (tempdir(), tempdir());
+    let a = Server::start(d1.path(), &Map::default());
+    let b = Server::start(d2.path(), &Map::default());
+    let mut c = a.client();
+    let port = b.addr.port().to_string();
+    // SET and MIGRATE in one write: one turn of the shard.
+    let (set, moved): (String, String) = redis::pipe()
+        .cmd("SET")
+        .arg("k")
+        .arg("v2")
+        .cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(&port)
+        .arg("k")
+        .arg(0)
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((set.as_str(), moved.as_str()), ("OK", "OK"));
+    assert_eq!(q::<String>(&mut b.client(), &["GET", "k"]), "v2");
+    let r: redis::Value = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("t")
+        .arg("v")
+        .cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(&port)
+        .arg("t")
+        .arg(0)
+        .arg(5000)
+        .query(&mut c)
+        .unwrap_or_else(|e| redis::Value::SimpleString(e.to_string()));
+    let text = format!("{r:?}");
+    assert!(text.contains("not yet durable"), "{text}");
+    assert_eq!(q::<String>(&mut c, &["GET", "t"]), "v");
+    assert_eq!(q::<i64>(&mut b.client(), &["EXISTS", "t"]), 0);
+}

@@ -15,20 +15,22 @@ use crate::server::keys;
 use crate::server::notify::GENERIC;
 use crate::server::resp::Reply;
 
-/// Appends `args` as a RESP request.
-fn encode_command(out: &mut Vec<u8>, args: &[&[u8]]) {
+/// `args` as a RESP request.
+fn encode_command(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for a in args {
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
         out.extend_from_slice(a);
         out.extend_from_slice(b"\r\n");
     }
+    out
 }
 
 /// What MIGRATE was asked.
 struct Request<'r> {
     host: String,
-    port: u16,
+    port: &'r [u8],
     db: i64,
     timeout: Duration,
     copy: bool,
@@ -71,15 +73,9 @@ fn parse(args: &[Vec<u8>]) -> Res<Request<'_>> {
     let timeout = integer(&args[5]).ok_or_else(not_integer)?;
     let db = integer(&args[4]).ok_or_else(not_integer)?;
     let timeout = if timeout <= 0 { 1000 } else { timeout as u64 };
-    let host = String::from_utf8_lossy(&args[1]).into_owned();
-    // A port that is not one cannot be connected to, as in Redis.
-    let port = std::str::from_utf8(&args[2])
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(connect_error)?;
     Ok(Request {
-        host,
-        port,
+        host: String::from_utf8_lossy(&args[1]).into_owned(),
+        port: &args[2],
         db,
         timeout: Duration::from_millis(timeout),
         copy,
@@ -93,12 +89,28 @@ fn connect_error() -> Reply {
     Reply::Error("IOERR error or timeout connecting to the client".into())
 }
 
+fn io_error(writing: bool) -> Reply {
+    Reply::Error(format!(
+        "IOERR error or timeout {} to target instance",
+        if writing { "writing" } else { "reading" }
+    ))
+}
+
+/// Requests sent before their replies are read: a target that stops
+/// reading while its replies wait (as a Stria server does) never has
+/// more than this many bytes of requests in front of it, so neither
+/// side waits for the other.
+const CHUNK_BYTES: usize = 64 << 10;
+
 /// How an exchange with the target ended.
-enum Failure {
-    /// Writing failed, or reading the first reply: nothing was done there.
-    Untouched { writing: bool, timed_out: bool },
-    /// Reading failed after the keys `acked` (indexes) were acknowledged.
-    Broken { acked: Vec<usize> },
+struct Exchange {
+    /// The keys (indexes) whose RESTORE the target acknowledged.
+    acked: Vec<usize>,
+    /// The target's first error, without its `-`.
+    error: Option<Vec<u8>>,
+    /// A socket error: while writing or not, whether it was a timeout,
+    /// and whether anything had been read back before it.
+    broken: Option<(bool, bool, bool)>,
 }
 
 impl<'a> Conn<'a> {
@@ -122,71 +134,81 @@ impl<'a> Conn<'a> {
         if moving.is_empty() {
             return Ok(Reply::Status("NOKEY"));
         }
+        // A port that is not one cannot be connected to, as in Redis.
+        let Some(port) = std::str::from_utf8(req.port)
+            .ok()
+            .and_then(|p| p.parse().ok())
+        else {
+            return Err(connect_error());
+        };
+        // What goes to the target must not be a write a crash here could
+        // lose.
+        self.shard.make_durable(&self.deps).map_err(Reply::err)?;
         let mut retried = false;
-        let outcome = loop {
-            match self.exchange(&req, &moving) {
-                Ok(r) => break Ok(r),
-                Err(Failure::Untouched {
-                    timed_out: false, ..
-                }) if !retried => {
-                    // A kept connection the target closed: once more, on
-                    // a new one.
-                    retried = true;
-                }
-                Err(e) => break Err(e),
+        let done = loop {
+            let done = self.exchange(&req, port, &moving)?;
+            match done.broken {
+                // A kept connection the target closed: once more, on a
+                // new one, if nothing was read back.
+                Some((_, false, false)) if !retried && done.error.is_none() => retried = true,
+                _ => break done,
             }
         };
-        let (acked, reply) = match outcome {
-            Ok(r) => r,
-            Err(Failure::Untouched { writing, .. }) => (Vec::new(), Err(io_error(writing))),
-            Err(Failure::Broken { acked }) => (acked, Err(io_error(false))),
-        };
-        if !req.copy && !acked.is_empty() {
-            let gone: Vec<&[u8]> = acked.iter().map(|&i| &moving[i].0[..]).collect();
+        if !req.copy && !done.acked.is_empty() {
+            let gone: Vec<&[u8]> = done.acked.iter().map(|&i| &moving[i].0[..]).collect();
             self.write(gone.iter().map(|k| (keys::meta(k), None)).collect());
             for k in gone {
                 self.notify(GENERIC, "del", k);
             }
         }
-        reply
+        match (done.error, done.broken) {
+            (Some(e), _) => Err(Reply::err(format!(
+                "Target instance replied with error: {}",
+                String::from_utf8_lossy(&e)
+            ))),
+            (None, Some((writing, _, _))) => Err(io_error(writing)),
+            (None, None) => Ok(Reply::ok()),
+        }
     }
 
-    /// Sends AUTH, SELECT and a RESTORE per key, and reads the replies:
-    /// the keys the target acknowledged (as in Redis, every RESTORE that
-    /// succeeded, unless AUTH or SELECT failed), and MIGRATE's reply.
+    /// Sends AUTH, SELECT and a RESTORE per key, [`CHUNK_BYTES`] at a
+    /// time, reading each chunk's replies before the next. As in Redis,
+    /// every RESTORE that succeeded is acknowledged unless AUTH or SELECT
+    /// failed. `Err` only when no connection could be made.
     fn exchange(
         &mut self,
         req: &Request<'_>,
+        port: u16,
         moving: &[(&Vec<u8>, u64, Vec<u8>)],
-    ) -> Result<(Vec<usize>, Res<Reply>), Failure> {
+    ) -> Res<Exchange> {
         let shard = self.shard.clone();
         let mut sockets = shard.sockets();
         let timeout = req.timeout;
-        let (target, _) = match sockets.get(&req.host, req.port, timeout) {
-            Ok(t) => t,
-            Err(_) => {
-                self.shared.metrics.set_migrate_sockets(sockets.len());
-                return Ok((Vec::new(), Err(connect_error())));
-            }
+        let got = sockets.get(&req.host, port, timeout);
+        let Ok((target, _)) = got else {
+            self.shared.metrics.set_migrate_sockets(sockets.len());
+            return Err(connect_error());
         };
-        let mut out = Vec::new();
+        // Each request, and the key it moves (`None`: AUTH or SELECT).
+        let mut requests: Vec<(Vec<u8>, Option<usize>)> = Vec::new();
         if let Some((user, password)) = req.auth {
             let mut a: Vec<&[u8]> = vec![b"AUTH"];
             a.extend(user);
             a.push(password);
-            encode_command(&mut out, &a);
+            requests.push((encode_command(&a), None));
         }
         let select = target.last_db != Some(req.db);
         if select {
-            encode_command(&mut out, &[&b"SELECT"[..], req.db.to_string().as_bytes()]);
+            let db = req.db.to_string();
+            requests.push((encode_command(&[b"SELECT", db.as_bytes()]), None));
         }
-        for (key, ttl, payload) in moving {
+        for (i, (key, ttl, payload)) in moving.iter().enumerate() {
             let ttl = ttl.to_string();
             let mut a: Vec<&[u8]> = vec![b"RESTORE", key, ttl.as_bytes(), payload];
             if req.replace {
                 a.push(b"REPLACE");
             }
-            encode_command(&mut out, &a);
+            requests.push((encode_command(&a), Some(i)));
         }
         let timed_out = |e: &std::io::Error| {
             matches!(
@@ -194,66 +216,55 @@ impl<'a> Conn<'a> {
                 std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
             )
         };
-        let result = (|| {
-            target.send(&out, timeout).map_err(|e| Failure::Untouched {
-                writing: true,
-                timed_out: timed_out(&e),
-            })?;
-            let untouched = |e: std::io::Error| Failure::Untouched {
-                writing: false,
-                timed_out: timed_out(&e),
-            };
-            // An error of AUTH or SELECT fails every key.
-            let mut setup_error = None;
-            for _ in 0..usize::from(req.auth.is_some()) + usize::from(select) {
-                let line = target.read_line(timeout).map_err(untouched)?;
-                setup_error = setup_error.or(line.strip_prefix(b"-").map(<[u8]>::to_vec));
+        let mut done = Exchange {
+            acked: Vec::new(),
+            error: None,
+            broken: None,
+        };
+        let mut setup_failed = false;
+        let mut read_any = false;
+        let mut at = 0;
+        'chunks: while at < requests.len() {
+            let mut end = at;
+            let mut out = Vec::new();
+            while end < requests.len()
+                && (end == at || out.len() + requests[end].0.len() <= CHUNK_BYTES)
+            {
+                out.extend_from_slice(&requests[end].0);
+                end += 1;
             }
-            let mut first_error = setup_error.clone();
-            let mut acked = Vec::new();
-            for i in 0..moving.len() {
+            if let Err(e) = target.send(&out, timeout) {
+                done.broken = Some((true, timed_out(&e), read_any));
+                break;
+            }
+            for (_, key) in &requests[at..end] {
                 let line = match target.read_line(timeout) {
                     Ok(l) => l,
-                    Err(e) if i == 0 => return Err(untouched(e)),
-                    Err(_) => return Err(Failure::Broken { acked }),
+                    Err(e) => {
+                        done.broken = Some((false, timed_out(&e), read_any));
+                        break 'chunks;
+                    }
                 };
-                match line.strip_prefix(b"-") {
-                    Some(e) => first_error = first_error.or(Some(e.to_vec())),
-                    None if setup_error.is_none() => acked.push(i),
-                    None => {}
+                read_any = true;
+                match (line.strip_prefix(b"-"), key) {
+                    (Some(e), k) => {
+                        setup_failed |= k.is_none();
+                        done.error = done.error.take().or(Some(e.to_vec()));
+                    }
+                    (None, Some(i)) if !setup_failed => done.acked.push(*i),
+                    _ => {}
                 }
             }
-            Ok((acked, first_error))
-        })();
-        match result {
-            Ok((acked, None)) => {
-                target.last_db = Some(req.db);
-                self.shared.metrics.set_migrate_sockets(sockets.len());
-                Ok((acked, Ok(Reply::ok())))
-            }
-            Ok((acked, Some(e))) => {
-                target.last_db = None;
-                self.shared.metrics.set_migrate_sockets(sockets.len());
-                let e = String::from_utf8_lossy(&e);
-                Ok((
-                    acked,
-                    Err(Reply::err(format!(
-                        "Target instance replied with error: {e}"
-                    ))),
-                ))
-            }
-            Err(f) => {
-                sockets.close(&req.host, req.port);
-                self.shared.metrics.set_migrate_sockets(sockets.len());
-                Err(f)
-            }
+            at = end;
         }
+        if done.broken.is_some() {
+            sockets.close(&req.host, port);
+        } else if done.error.is_some() {
+            target.last_db = None;
+        } else {
+            target.last_db = Some(req.db);
+        }
+        self.shared.metrics.set_migrate_sockets(sockets.len());
+        Ok(done)
     }
-}
-
-fn io_error(writing: bool) -> Reply {
-    Reply::Error(format!(
-        "IOERR error or timeout {} to target instance",
-        if writing { "writing" } else { "reading" }
-    ))
 }

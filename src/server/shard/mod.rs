@@ -175,6 +175,14 @@ impl<'a> Deps<'a> {
     }
 }
 
+/// Wakes no one: for a shard outside a loop (tests).
+#[derive(Debug)]
+struct NoNotify;
+
+impl Notify for NoNotify {
+    fn notify(&self) {}
+}
+
 /// A key written on the shard whose write is not yet acknowledged and in
 /// the engine (or whose dependencies are not).
 struct Dirty<'a> {
@@ -221,6 +229,8 @@ pub struct Shard<'a> {
     expiry_written: std::cell::Cell<bool>,
     /// MIGRATE's connections to target servers.
     sockets: RefCell<Sockets>,
+    /// What wakes the shard's loop when a batch is acknowledged.
+    notify: RefCell<Option<Arc<dyn Notify>>>,
 }
 
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
@@ -249,12 +259,39 @@ impl<'a> Shard<'a> {
             access: RefCell::default(),
             expiry_written: std::cell::Cell::new(false),
             sockets: RefCell::default(),
+            notify: RefCell::new(None),
         }
     }
 
     /// The connections a script past busy-reply-threshold answers `BUSY`.
     pub fn busy(&self) -> &Rc<Busy> {
         &self.busy
+    }
+
+    /// Sets what [`Shard::make_durable`] submits with: the loop's waker.
+    pub fn set_notify(&self, notify: Arc<dyn Notify>) {
+        *self.notify.borrow_mut() = Some(notify);
+    }
+
+    /// Submits the turn's batches and waits until the writes `deps`
+    /// depends on are acknowledged, for a command that hands what it read
+    /// to another server (MIGRATE): what leaves the shard must not be a
+    /// write a crash could lose. Refused inside a transaction or script,
+    /// whose writes go to the log together when it ends.
+    pub fn make_durable(&self, deps: &Deps<'a>) -> Result<(), String> {
+        if deps.ready() {
+            return Ok(());
+        }
+        if self.in_atomic() {
+            return Err("a key whose last write is not yet durable cannot be sent to another server from a transaction or script".into());
+        }
+        let notify = self.notify.borrow().clone();
+        self.submit(&notify.unwrap_or_else(|| Arc::new(NoNotify)));
+        for b in deps.written.iter().chain(&deps.synced) {
+            // A blocking wait drives a log this thread hosts.
+            b.settle()?;
+        }
+        Ok(())
     }
 
     /// MIGRATE's connections to target servers.

@@ -4,12 +4,16 @@
 //! next MIGRATE connects again.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 /// Connections kept at most; a new one past it closes another.
 pub const MAX: usize = 64;
+
+/// The longest reply line read from a target (its replies to AUTH,
+/// SELECT and RESTORE are short); a longer one is an error.
+const MAX_LINE: u64 = 64 << 10;
 
 /// How long an unused connection is kept.
 pub const IDLE: Duration = Duration::from_secs(10);
@@ -34,7 +38,9 @@ impl Target {
     pub fn read_line(&mut self, timeout: Duration) -> io::Result<Vec<u8>> {
         self.stream.set_read_timeout(Some(timeout))?;
         let mut line = Vec::new();
-        let n = self.reader.read_until(b'\n', &mut line)?;
+        let n = (&mut self.reader)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut line)?;
         if n == 0 || !line.ends_with(b"\r\n") {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
@@ -66,11 +72,19 @@ impl Sockets {
                     self.open.remove(&k);
                 }
             }
-            let addr = (host, port)
-                .to_socket_addrs()?
-                .next()
-                .ok_or_else(|| io::Error::from(io::ErrorKind::AddrNotAvailable))?;
-            let stream = TcpStream::connect_timeout(&addr, timeout)?;
+            // Each address the name resolves to, in turn.
+            let mut last = io::Error::from(io::ErrorKind::AddrNotAvailable);
+            let mut connected = None;
+            for addr in (host, port).to_socket_addrs()? {
+                match TcpStream::connect_timeout(&addr, timeout) {
+                    Ok(s) => {
+                        connected = Some(s);
+                        break;
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            let stream = connected.ok_or(last)?;
             stream.set_nodelay(true)?;
             let reader = BufReader::new(stream.try_clone()?);
             self.open.insert(
