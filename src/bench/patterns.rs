@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -330,12 +330,15 @@ where
                     let mut c = connect(t)?;
                     let mut got = Vec::new();
                     loop {
+                        // Read before the wait: an item sent during an
+                        // empty wait is still taken by the next one.
+                        let done = !producing.load(Ordering::SeqCst);
                         match take(&mut c, i)? {
                             Some(items) => {
                                 got.extend(items);
                                 *last.lock().unwrap() = Instant::now();
                             }
-                            None if !producing.load(Ordering::SeqCst) => return Ok(got),
+                            None if done => return Ok(got),
                             None => {}
                         }
                     }
@@ -356,15 +359,20 @@ where
                 })
             })
             .collect();
-        let mut sent = Vec::new();
-        for h in producers {
-            sent.push(h.join().map_err(|_| "a producer panicked".to_string())??);
-        }
+        let sent: Vec<Result<u64, String>> = producers
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a producer panicked".into()))
+            })
+            .collect();
+        // Even when a producer failed: the consumers stop once idle.
         producing.store(false, Ordering::SeqCst);
         let mut taken = Vec::new();
         for h in consumers {
             taken.extend(h.join().map_err(|_| "a consumer panicked".to_string())??);
         }
+        let sent = sent.into_iter().collect::<Result<Vec<u64>, String>>()?;
         Ok((sent, taken))
     })?;
     let total: u64 = sent.iter().sum();
@@ -491,44 +499,59 @@ fn group(
 
 fn publish(t: &Target, deadline: Instant, tag: &str) -> Result<(u64, Instant), String> {
     const SUBSCRIBERS: usize = 10;
+    /// How long a subscriber waits for the next message.
+    const QUIET: Duration = Duration::from_secs(10);
     let channel = format!("{tag}:ch");
     let mut subs = Vec::with_capacity(SUBSCRIBERS);
     for _ in 0..SUBSCRIBERS {
         let mut c = connect(t)?;
         c.command(&["SUBSCRIBE", &channel])
             .map_err(|e| err("SUBSCRIBE", e))?;
+        c.set_read_timeout(Some(QUIET))
+            .map_err(|e| format!("a subscriber's socket: {e}"))?;
         subs.push(c);
     }
+    // Each message is numbered, so a subscriber's set of numbers shows a
+    // loss or a duplicate.
+    let numbers = AtomicU64::new(0);
     let (published, end, received) = std::thread::scope(|s| -> Result<_, String> {
         let readers: Vec<_> = subs
             .into_iter()
             .map(|mut c| {
-                s.spawn(move || -> Result<u64, String> {
-                    let mut n = 0;
+                s.spawn(move || -> Result<Vec<u64>, String> {
+                    let mut got = Vec::new();
                     loop {
                         let m = c.next_reply().map_err(|e| err("a subscriber's read", e))?;
                         let m = array(&m, "a message")?;
-                        if bulk(&m[2], "a message")? == b"end" {
-                            return Ok(n);
+                        let body = bulk(m.get(2).unwrap_or(&Reply::Bulk(None)), "a message")?;
+                        if body == b"end" {
+                            return Ok(got);
                         }
-                        n += 1;
+                        let n = std::str::from_utf8(&body)
+                            .ok()
+                            .and_then(|n| n.parse().ok())
+                            .ok_or_else(|| format!("a subscriber got {body:?}"))?;
+                        got.push(n);
                     }
                 })
             })
             .collect();
         let published = closed_loop(t, 50, deadline, |c, _| {
+            let n = numbers.fetch_add(1, Ordering::SeqCst).to_string();
             let r = c
-                .command(&["PUBLISH", &channel, "m"])
+                .command(&["PUBLISH", &channel, &n])
                 .map_err(|e| err("PUBLISH", e))?;
             match integer(&r, "PUBLISH")? {
                 n if n == SUBSCRIBERS as i64 => Ok(()),
                 n => Err(format!("PUBLISH reached {n} of {SUBSCRIBERS} subscribers")),
             }
-        })?;
+        });
         let end = Instant::now();
-        connect(t)?
-            .command(&["PUBLISH", &channel, "end"])
-            .map_err(|e| err("PUBLISH", e))?;
+        // Even after a failed publish: the subscribers stop at it.
+        let ended = connect(t).and_then(|mut c| {
+            c.command(&["PUBLISH", &channel, "end"])
+                .map_err(|e| err("PUBLISH", e))
+        });
         let mut received = Vec::new();
         for h in readers {
             received.push(
@@ -536,10 +559,22 @@ fn publish(t: &Target, deadline: Instant, tag: &str) -> Result<(u64, Instant), S
                     .map_err(|_| "a subscriber panicked".to_string())??,
             );
         }
+        let published = published?;
+        if ended? != Reply::Integer(SUBSCRIBERS as i64) {
+            return Err("the last message did not reach every subscriber".into());
+        }
         Ok((published, end, received))
     })?;
-    if let Some(r) = received.iter().find(|&&r| r != published) {
-        return Err(format!("a subscriber got {r} of {published} messages"));
+    for mut got in received {
+        got.sort_unstable();
+        let whole =
+            got.len() as u64 == published && got.iter().enumerate().all(|(i, &n)| n == i as u64);
+        if !whole {
+            return Err(format!(
+                "a subscriber got {} messages, not each of the {published} published once",
+                got.len()
+            ));
+        }
     }
     Ok((published, end))
 }

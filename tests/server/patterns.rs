@@ -59,3 +59,25 @@ fn a_duplicated_job_fails_the_queue_pattern() {
     let e = run_pattern(Pattern::Queue, &t, Duration::from_millis(200), "d").unwrap_err();
     assert!(e.contains("\"0:0\" was handed over twice"), "{e}");
 }
+
+/// A failed publish ends the pattern with its error: the subscribers are
+/// told to stop rather than left waiting for ever.
+#[test]
+fn a_failed_publish_is_reported_not_waited_for() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let t = Target {
+        name: "stria serve".into(),
+        addr: s.addr,
+        password: None,
+        pid: s.pid(),
+    };
+    // An eleventh subscriber: every PUBLISH reaches 11, not 10.
+    let mut extra = s.client();
+    redis::cmd("SUBSCRIBE")
+        .arg("x:ch")
+        .query::<()>(&mut extra)
+        .unwrap();
+    let e = run_pattern(Pattern::Publish, &t, Duration::from_millis(200), "x").unwrap_err();
+    assert!(e.contains("reached 11 of 10"), "{e}");
+}
