@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::process::{self, Serve, ServerProcess, STOP_TIMEOUT};
+use super::process::{Serve, ServerProcess, STOP_TIMEOUT};
 use super::procstat::{self, ProcSample};
-use super::redis_compare::{start_redis, RemoveOnDrop};
+use super::redis_compare::{redis_folder, start_redis};
 use super::resp_client::{Reply, RespClient, RespError};
 use super::table::Table;
 use crate::config::Config;
@@ -644,29 +644,8 @@ pub fn run(
         return Err("--seconds must be in (0, 3600] and --rounds at least 1".into());
     }
     let run = Duration::from_secs_f64(args.seconds);
-    let redis_bin = args
-        .redis_server
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("redis-server"));
-    if !process::installed(&redis_bin) && args.redis_server.is_some() {
-        return Err(format!("--redis-server {}: not found", redis_bin.display()));
-    }
-    let mut folder = None;
-    let redis_dir = if process::installed(&redis_bin) {
-        let wal_dir = process::wal_dir(cfg)?;
-        let dir = std::fs::canonicalize(&wal_dir)
-            .map_err(|e| format!("{}: {e}", wal_dir.display()))?
-            .join(format!("stria-patterns-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        folder = Some(RemoveOnDrop(dir.clone()));
-        Ok(dir)
-    } else {
-        Err(format!(
-            "{} is not installed (Debian: apt install redis-server); Stria alone",
-            redis_bin.display()
-        ))
-    };
+    let (redis_bin, folder, redis_dir) =
+        redis_folder(cfg, args.redis_server.as_ref(), "stria-patterns")?;
     let stria = serve.start(cfg)?;
     let redis = match &redis_dir {
         Ok(dir) => Some(start_redis(&redis_bin, dir)?),

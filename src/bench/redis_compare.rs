@@ -176,32 +176,9 @@ pub fn run(
                 .into(),
         );
     }
-    let redis_bin = opts
-        .redis_server
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("redis-server"));
-    let redis_wanted = process::installed(&redis_bin);
-    if !redis_wanted && opts.redis_server.is_some() {
-        return Err(format!("--redis-server {}: not found", redis_bin.display()));
-    }
     // The folder goes before the servers so that it is removed after them.
-    let mut folder = None;
-    let redis_dir = if redis_wanted {
-        // Absolute: redis-server changes to --dir before it opens --logfile.
-        let wal_dir = process::wal_dir(cfg)?;
-        let dir = std::fs::canonicalize(&wal_dir)
-            .map_err(|e| format!("{}: {e}", wal_dir.display()))?
-            .join(format!("stria-redis-compare-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        folder = Some(RemoveOnDrop(dir.clone()));
-        Ok(dir)
-    } else {
-        Err(format!(
-            "{} is not installed (Debian: apt install redis-server); Stria alone",
-            redis_bin.display()
-        ))
-    };
+    let (redis_bin, folder, redis_dir) =
+        redis_folder(cfg, opts.redis_server.as_ref(), "stria-redis-compare")?;
     let stria = serve.start(cfg)?;
     let redis = match &redis_dir {
         Ok(dir) => Some(start_redis(&redis_bin, dir)?),
@@ -264,6 +241,40 @@ fn summary(rows: &[CsvRow]) -> String {
         .map(|r| format!("{} {:.0} rps", r.test, r.rps))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The redis-server to compare with (`wanted`, or the one on PATH) and a
+/// new folder for it beside the map's first WAL device file (same disk),
+/// named `name-<pid>` and removed when the guard drops; or why Redis is
+/// not run (not installed: Stria alone). A `wanted` one that is missing
+/// is an error.
+pub(crate) type RedisFolder = (PathBuf, Option<RemoveOnDrop>, Result<PathBuf, String>);
+
+pub(crate) fn redis_folder(
+    cfg: &Config,
+    wanted: Option<&PathBuf>,
+    name: &str,
+) -> Result<RedisFolder, String> {
+    let bin = wanted
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("redis-server"));
+    if !process::installed(&bin) {
+        if wanted.is_some() {
+            return Err(format!("--redis-server {}: not found", bin.display()));
+        }
+        let why = format!(
+            "{} is not installed (Debian: apt install redis-server); Stria alone",
+            bin.display()
+        );
+        return Ok((bin, None, Err(why)));
+    }
+    // Absolute: redis-server changes to --dir before it opens --logfile.
+    let wal_dir = process::wal_dir(cfg)?;
+    let dir = std::fs::canonicalize(&wal_dir)
+        .map_err(|e| format!("{}: {e}", wal_dir.display()))?
+        .join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok((bin, Some(RemoveOnDrop(dir.clone())), Ok(dir)))
 }
 
 /// Removes a folder and what it holds when dropped.
