@@ -16,6 +16,7 @@
 //! from then on, a read of the engine reveals nothing a crash could lose.
 
 use std::cell::RefCell;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::rc::Rc;
@@ -470,25 +471,31 @@ impl<'a> Shard<'a> {
             // A key the same group wrote before (INCR then EXPIRE in one
             // transaction) is written once, with its last value: no one
             // can see the first, in the shard or after a crash.
-            let again = dirty
-                .get(&k)
-                .filter(|d| Rc::ptr_eq(&d.batch, &b) && d.slot >= group)
-                .map(|d| d.slot);
-            let old = dirty.insert(
-                k.clone(),
-                Dirty {
-                    value: v.clone(),
-                    batch: b.clone(),
-                    slot: again.unwrap_or(queued.len()),
-                    deps: deps.clone(),
-                },
-            );
-            if let Some(old) = old {
-                bytes -= dirty_bytes(&k, old.value.as_ref());
-            }
+            let fresh = Dirty {
+                value: v.clone(),
+                batch: b.clone(),
+                slot: queued.len(),
+                deps: deps.clone(),
+            };
+            // One search of the table: the key's entry, new or replaced.
+            let again = match dirty.entry(k) {
+                Entry::Vacant(e) => {
+                    let k = e.key().clone();
+                    e.insert(fresh);
+                    Err(k)
+                }
+                Entry::Occupied(mut e) => {
+                    let again = (Rc::ptr_eq(&e.get().batch, &b) && e.get().slot >= group)
+                        .then_some(e.get().slot);
+                    let slot = again.unwrap_or(fresh.slot);
+                    let old = e.insert(Dirty { slot, ..fresh });
+                    bytes -= dirty_bytes(e.key(), old.value.as_ref());
+                    again.ok_or_else(|| e.key().clone())
+                }
+            };
             match again {
-                Some(i) => queued[i].1 = v,
-                None => queued.push((k, v)),
+                Ok(i) => queued[i].1 = v,
+                Err(k) => queued.push((k, v)),
             }
         }
         self.dirty_bytes.set(bytes);
