@@ -9,11 +9,22 @@ use std::time::{Duration, Instant};
 use crate::harness::{tempdir, Map, Server};
 use crate::{e, info_u64, q};
 
+/// `MIGRATE 127.0.0.1 <to's port> key 0 5000 extra...`.
+fn request<'r>(port: &'r str, key: &'r str, extra: &[&'r str]) -> Vec<&'r str> {
+    let mut args = vec!["MIGRATE", "127.0.0.1", port, key, "0", "5000"];
+    args.extend(extra);
+    args
+}
+
 fn migrate(c: &mut redis::Connection, to: &Server, key: &str, extra: &[&str]) -> String {
     let port = to.addr.port().to_string();
-    let mut args = vec!["MIGRATE", "127.0.0.1", &port, key, "0", "5000"];
-    args.extend(extra);
-    q(c, &args)
+    q(c, &request(&port, key, extra))
+}
+
+/// The error a MIGRATE that fails answers.
+fn refused(c: &mut redis::Connection, to: &Server, key: &str, extra: &[&str]) -> String {
+    let port = to.addr.port().to_string();
+    e(c, &request(&port, key, extra))
 }
 
 #[test]
@@ -45,17 +56,7 @@ fn keys_move_and_copy_to_another_server_with_their_ttl() {
     );
     // An existing key there is kept unless REPLACE.
     q::<()>(&mut ca, &["HSET", "h", "f", "3"]);
-    let err = e(
-        &mut ca,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &b.addr.port().to_string(),
-            "h",
-            "0",
-            "5000",
-        ],
-    );
+    let err = refused(&mut ca, &b, "h", &[]);
     assert_eq!(
         err,
         "ERR Target instance replied with error: BUSYKEY Target key name already exists."
@@ -163,38 +164,13 @@ fn auth_reaches_a_target_with_a_password() {
     );
     let mut c = a.client();
     q::<()>(&mut c, &["SET", "k", "v"]);
-    let port = b.addr.port().to_string();
-    let err = e(
-        &mut c,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &port,
-            "k",
-            "0",
-            "5000",
-            "AUTH",
-            "wrong",
-        ],
-    );
+    let err = refused(&mut c, &b, "k", &["AUTH", "wrong"]);
     assert!(
         err.starts_with("ERR Target instance replied with error: WRONGPASS"),
         "{err}"
     );
     assert_eq!(q::<String>(&mut c, &["GET", "k"]), "v");
-    let ok: String = q(
-        &mut c,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &port,
-            "k",
-            "0",
-            "5000",
-            "AUTH",
-            "secret",
-        ],
-    );
+    let ok = migrate(&mut c, &b, "k", &["AUTH", "secret"]);
     assert_eq!(ok, "OK");
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "k"]), 0);
     let mut cb = b.client();

@@ -8,6 +8,16 @@ use stria::bench::patterns::{run_pattern, Pattern, Target};
 
 use crate::harness::{tempdir, Map, Server};
 
+/// The bench's view of server `s`.
+fn target(s: &Server, password: Option<&str>) -> Target {
+    Target {
+        name: "stria serve".into(),
+        addr: s.addr,
+        password: password.map(str::to_string),
+        pid: s.pid(),
+    }
+}
+
 #[test]
 fn every_pattern_hands_everything_over_exactly_once() {
     let dir = tempdir();
@@ -16,12 +26,7 @@ fn every_pattern_hands_everything_over_exactly_once() {
         ..Map::default()
     };
     let s = Server::start(dir.path(), &map);
-    let t = Target {
-        name: "stria serve".into(),
-        addr: s.addr,
-        password: Some("pw".into()),
-        pid: s.pid(),
-    };
+    let t = target(&s, Some("pw"));
     for p in Pattern::ALL {
         let o = run_pattern(p, &t, Duration::from_millis(300), "t")
             .unwrap_or_else(|e| panic!("{}: {e}", p.name()));
@@ -43,12 +48,7 @@ fn every_pattern_hands_everything_over_exactly_once() {
 fn a_duplicated_job_fails_the_queue_pattern() {
     let dir = tempdir();
     let s = Server::start(dir.path(), &Map::default());
-    let t = Target {
-        name: "stria serve".into(),
-        addr: s.addr,
-        password: None,
-        pid: s.pid(),
-    };
+    let t = target(&s, None);
     // A job no producer of this run sent, waiting in the queue.
     let mut c = s.client();
     redis::cmd("RPUSH")
@@ -66,12 +66,7 @@ fn a_duplicated_job_fails_the_queue_pattern() {
 fn a_failed_publish_is_reported_not_waited_for() {
     let dir = tempdir();
     let s = Server::start(dir.path(), &Map::default());
-    let t = Target {
-        name: "stria serve".into(),
-        addr: s.addr,
-        password: None,
-        pid: s.pid(),
-    };
+    let t = target(&s, None);
     // An eleventh subscriber: every PUBLISH reaches 11, not 10.
     let mut extra = s.client();
     redis::cmd("SUBSCRIBE")
