@@ -321,6 +321,14 @@ fn a_script_past_the_threshold_makes_others_busy_until_script_kill() {
     assert_eq!(q::<String>(&mut c, &["FUNCTION", "KILL"]), "OK");
     assert!(f.join().unwrap().contains("killed by user"));
     assert_eq!(q::<String>(&mut c, &["PING"]), "PONG");
+    // The hook that failed the killed function's every instruction is
+    // gone: scripts run again, and a new spin is watched again.
+    assert_eq!(q::<i64>(&mut c, &["EVAL", "return 7", "0"]), 7);
+    let mut runner = s.client();
+    let again = std::thread::spawn(move || e(&mut runner, &["EVAL", "while 1 do end", "0"]));
+    assert!(until_busy(&mut c).contains("SCRIPT KILL"));
+    assert_eq!(q::<String>(&mut c, &["SCRIPT", "KILL"]), "OK");
+    assert!(again.join().unwrap().contains("killed by user"));
 }
 
 #[test]

@@ -15,16 +15,17 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
+use mlua::{Function, Lua, Table, Value};
 
 use super::convert::{argument, counted_error, error_table, from_lua, is_counted, to_lua};
+use super::watch::{self, Watch};
 use super::Shebang;
 use super::{message, Vm};
 use crate::server::cmd::integer;
 use crate::server::command::OOM;
 use crate::server::conn::{Conn, Outcome};
 use crate::server::resp::Reply;
-use crate::server::shard::busy::{Running, Verdict};
+use crate::server::shard::busy::Running;
 use crate::server::table::Spec;
 use crate::server::table::{lookup, position, COMMANDS};
 
@@ -173,27 +174,15 @@ struct Mode {
 /// Redis's refusal of a write that too few replicas would copy.
 const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
-/// How often a script past busy-reply-threshold answers the other clients.
-const BUSY_POLL: Duration = Duration::from_millis(2);
-
-/// The error that stops a killed script.
-fn killed_error(function: bool) -> mlua::Error {
-    let by = if function {
-        "FUNCTION KILL"
-    } else {
-        "SCRIPT KILL"
-    };
-    mlua::Error::runtime(format!("Script killed by user with {by}..."))
-}
-
 impl Conn<'_> {
     /// Runs a script or function to completion, as one atomic unit.
     pub fn run_script(&mut self, r: Run<'_>) -> Reply {
-        let (lua, run, resp, loaded) = match self.vm() {
+        let (lua, run, resp, watched, loaded) = match self.vm() {
             Ok(vm) => (
                 vm.lua.clone(),
                 vm.run.clone(),
                 vm.resp.clone(),
+                vm.watched.clone(),
                 (vm.libraries.len(), vm.functions.len()),
             ),
             Err(e) => return e,
@@ -209,10 +198,8 @@ impl Conn<'_> {
             read_only,
             allow_oom: r.allow_oom,
         };
-        // A script holds its shard. Once it runs past busy-reply-threshold,
-        // its hook answers the shard's other clients (`BUSY`; SCRIPT KILL
-        // or FUNCTION KILL stop a script that has not written; SHUTDOWN
-        // NOSAVE ends the server), as Redis's event loop does meanwhile.
+        // A script holds its shard: past busy-reply-threshold, the state's
+        // hook answers the shard's other clients (see `watch`).
         let wrote = Rc::new(Cell::new(false));
         let limit = self
             .shared
@@ -221,14 +208,6 @@ impl Conn<'_> {
             .filter(|&ms| ms > 0)
             .map(|ms| Duration::from_millis(ms as u64));
         if let Some(limit) = limit {
-            let (started, wrote) = (Instant::now(), wrote.clone());
-            let (busy, limits, open, function) = (
-                self.shard.busy().clone(),
-                self.shared.opts.limits,
-                self.shared.acl.default_open(),
-                r.function,
-            );
-            let last = Cell::new(None::<Instant>);
             // What FUNCTION STATS shows once the script is past the threshold.
             let verb = match (r.function, read_only) {
                 (true, false) => "fcall",
@@ -242,57 +221,43 @@ impl Conn<'_> {
                 r.keys.len().to_string().into_bytes(),
             ];
             command.extend(r.keys.iter().chain(r.args).cloned());
-            let running = RefCell::new(Some(Running {
-                name: r.name.to_string(),
-                command,
+            let started = Instant::now();
+            *watched.borrow_mut() = Some(Watch {
                 started,
-                libraries: loaded.0,
-                functions: loaded.1,
-            }));
-            let _ = lua.set_hook(
-                HookTriggers::new().every_nth_instruction(100_000),
-                move |lua, _| {
-                    let now = Instant::now();
-                    if now.duration_since(started) <= limit
-                        || last
-                            .get()
-                            .is_some_and(|t| now.duration_since(t) < BUSY_POLL)
-                    {
-                        return Ok(VmState::Continue);
-                    }
-                    if let Some(r) = running.borrow_mut().take() {
-                        busy.set_running(Some(r));
-                    }
-                    last.set(Some(now));
-                    if busy.serve(limits, open, function, wrote.get()) == Verdict::Continue {
-                        return Ok(VmState::Continue);
-                    }
-                    // Killed: from now on every instruction fails, so a
-                    // pcall in the script cannot swallow the kill.
-                    let killed = killed_error(function);
-                    let again = killed.clone();
-                    let _ = lua
-                        .set_hook(HookTriggers::new().every_nth_instruction(1), move |_, _| {
-                            Err(again.clone())
-                        });
-                    Err(killed)
-                },
-            );
+                limit,
+                wrote: wrote.clone(),
+                busy: self.shard.busy().clone(),
+                limits: self.shared.opts.limits,
+                open: self.shared.acl.default_open(),
+                function: r.function,
+                running: Some(Running {
+                    name: r.name.to_string(),
+                    command,
+                    started,
+                    libraries: loaded.0,
+                    functions: loaded.1,
+                }),
+                last: None,
+                killed: false,
+            });
         }
         let conn = RefCell::new(&mut *self);
         let outcome = lua.scope(|scope| {
-            let call = scope.create_function(|lua, (n, argv): (usize, Table)| {
+            // One function for the run's calls into the server (a
+            // function a scope makes is a closure and a userdata made,
+            // and destroyed, per run): a command, or an ACL check of one.
+            let host = scope.create_function(|lua, (acl, n, argv): (bool, usize, Table)| {
                 let mut c = conn.borrow_mut();
-                c.script_call(lua, n, &argv, mode, resp.get() == 3, &wrote)
-            })?;
-            let acl = scope.create_function(|lua, (n, argv): (usize, Table)| {
-                conn.borrow_mut().script_acl_check(lua, n, &argv)
+                match acl {
+                    true => c.script_acl_check(lua, n, &argv),
+                    false => c.script_call(lua, n, &argv, mode, resp.get() == 3, &wrote),
+                }
             })?;
             let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
-            let out: (bool, Value) = run.call((r.f.clone(), r.function, keys, args, call, acl))?;
+            let out: (bool, Value) = run.call((r.f.clone(), r.function, keys, args, host))?;
             Ok(out)
         });
-        lua.remove_hook();
+        watch::end(&lua, &watched);
         if let Ok(vm) = self.vm() {
             vm.after_run();
         }

@@ -111,7 +111,8 @@ impl Vm {
             },
         );
         let ran: mlua::Result<(bool, Value)> = self.run.call((f, false));
-        self.lua.remove_hook();
+        // Back to the hook that watches scripts.
+        super::watch::install(&self.lua, &self.watched);
         let _ = self.lib.raw_set("__registering", Value::Nil);
         match ran {
             Ok((true, _)) => {}

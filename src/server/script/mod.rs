@@ -16,6 +16,7 @@ mod json;
 mod msgpack;
 mod shebang;
 mod struct_lib;
+mod watch;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -56,6 +57,8 @@ pub struct Vm {
     scripts: HashMap<String, (Function, Vec<u8>, Option<Shebang>)>,
     /// Scripts run since the collector last took a step.
     runs: Cell<u32>,
+    /// The run the state's hook watches (busy-reply-threshold).
+    watched: watch::Watched,
     /// Function libraries by name, and their functions by name.
     pub libraries: HashMap<String, Library>,
     pub functions: HashMap<String, (String, Function, Vec<String>)>,
@@ -77,6 +80,8 @@ impl Vm {
         g.set("__where", lua.create_function(user_frame)?)?;
         let (lib, run, library_env, activate): (Table, Function, Function, Function) =
             lua.load(PRELUDE).set_name("@prelude").call(())?;
+        let watched = watch::Watched::default();
+        watch::install(&lua, &watched);
         Ok(Vm {
             lua,
             lib,
@@ -86,6 +91,7 @@ impl Vm {
             resp,
             scripts: HashMap::new(),
             runs: Cell::new(0),
+            watched,
             libraries: HashMap::new(),
             functions: HashMap::new(),
         })

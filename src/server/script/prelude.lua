@@ -78,26 +78,26 @@ local function readonly(t)
 end
 
 -- The calls into the server: redis.call raises a command's error,
--- redis.pcall returns it as {err = ...}. `__call` is set for each run.
+-- redis.pcall returns it as {err = ...}. `__host` is set for each run.
 -- It takes the arguments in a table: a C function's stack holds 8000
 -- values, and a command may have nearly that many arguments.
 local redis = lib.redis
 local raw_select = lib.select
 redis.call = function(...)
-  local ok, v = lib.__call(raw_select("#", ...), { ... })
+  local ok, v = lib.__host(false, raw_select("#", ...), { ... })
   if not ok then
     raw_error(v, 0)
   end
   return v
 end
 redis.pcall = function(...)
-  local _, v = lib.__call(raw_select("#", ...), { ... })
+  local _, v = lib.__host(false, raw_select("#", ...), { ... })
   return v
 end
--- Whether the script's user may run a command: `__acl`, set for each run
--- as `__call` is, answers (true, allowed) or (false, an error).
+-- Whether the script's user may run a command: `__host` asked with true
+-- answers (true, allowed) or (false, an error).
 redis.acl_check_cmd = function(...)
-  local ok, v = lib.__acl(raw_select("#", ...), { ... })
+  local ok, v = lib.__host(true, raw_select("#", ...), { ... })
   if not ok then
     raw_error(v, 0)
   end
@@ -302,11 +302,11 @@ local function handler(e)
 end
 
 -- Runs `f`: with (keys, args) for a function, with none for EVAL (its
--- KEYS and ARGV are globals), with this run's `__call` and `__acl`. Set
+-- KEYS and ARGV are globals), with this run's `__host`: the server's
+-- side of redis.call, redis.pcall and redis.acl_check_cmd. Set
 -- here rather than through the host's API, which protects each set.
-local function run(f, with_args, keys, args, call, acl)
-  raw_rawset(lib, "__call", call)
-  raw_rawset(lib, "__acl", acl)
+local function run(f, with_args, keys, args, host)
+  raw_rawset(lib, "__host", host)
   local ok, v
   if with_args then
     ok, v = raw_xpcall(function()
@@ -317,8 +317,7 @@ local function run(f, with_args, keys, args, call, acl)
     raw_rawset(lib, "ARGV", args)
     ok, v = raw_xpcall(f, handler)
   end
-  raw_rawset(lib, "__call", nil)
-  raw_rawset(lib, "__acl", nil)
+  raw_rawset(lib, "__host", nil)
   return ok, v
 end
 
