@@ -17,7 +17,9 @@
 //! and with a small one (four 32 KiB segments a device) that fills within
 //! milliseconds, memstores frozen for it only once it is full: flushes
 //! then pass over writes that wait for log space. A third of the seeds
-//! with two WAL devices write every batch to both (`wal.copies: 2`).
+//! with two WAL devices write every batch to both (`wal.copies: 2`). In
+//! every fifth seed the writers keep to a few keys each, so a memstore
+//! holds many versions of a key and `sync` writes drop the older ones.
 //!
 //! `cargo test --test engine_crash` runs 150 seeds of each; the soak,
 //! `cargo test --release --test engine_crash -- --ignored`, runs
@@ -65,6 +67,10 @@ struct Write {
 
 const WRITERS: u64 = 3;
 const KEYS_PER_WRITER: u64 = 120;
+/// Every fifth seed's writers write only this many keys each: each key
+/// then has many versions in one memstore, and `sync` writes drop the
+/// older ones (they do once a memstore holds 8 of a key).
+const HOT_KEYS_PER_WRITER: u64 = 2;
 
 fn key(writer: u64, i: u64) -> Vec<u8> {
     // Spread over the regions (split at "g" and "p").
@@ -120,6 +126,11 @@ fn run_seed(seed: u64, crash: Crash, wal: WalSize) -> Result<Seen, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let logs: Vec<Log> = (0..WRITERS).map(|_| Arc::default()).collect();
     let mut threads = Vec::new();
+    let keys_per_writer = if seed % 5 == 4 {
+        HOT_KEYS_PER_WRITER
+    } else {
+        KEYS_PER_WRITER
+    };
     for w in 0..WRITERS {
         let (e, stop, log) = (e.clone(), stop.clone(), logs[w as usize].clone());
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((w + 1) * 0x9e37_79b9));
@@ -127,7 +138,7 @@ fn run_seed(seed: u64, crash: Crash, wal: WalSize) -> Result<Seen, String> {
             let mut seq = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 seq += 1;
-                let k = key(w, rng.random_range(0..KEYS_PER_WRITER));
+                let k = key(w, rng.random_range(0..keys_per_writer));
                 // Every fourth seed writes no `sync` at all: the log then
                 // stays volatile while flushes record their marks.
                 let top = if seed % 4 == 2 { 11 } else { 20 };
@@ -170,7 +181,7 @@ fn run_seed(seed: u64, crash: Crash, wal: WalSize) -> Result<Seen, String> {
             while !stop.load(Ordering::Relaxed) {
                 let k = key(
                     rng.random_range(0..WRITERS),
-                    rng.random_range(0..KEYS_PER_WRITER),
+                    rng.random_range(0..keys_per_writer),
                 );
                 let _ = e.get(&k);
                 if rng.random_range(0..20) == 0 {

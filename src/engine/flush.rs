@@ -402,6 +402,9 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         // key): for a whole memstore, whose writes are all inserted, every
         // version it holds, counted as they were inserted, without a pass
         // over the map; for a pass up to an LSN, the versions in range.
+        // A pass counts, then writes: the memstore keeps every version
+        // until both walks are done.
+        let _keep = (upto != u64::MAX).then(|| ms.keep_versions());
         let (entries, key_bytes, value_bytes) = if upto == u64::MAX {
             ms.inserted_totals()
         } else {

@@ -171,6 +171,7 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
         };
         let mut high = 0;
         let logged = self.level != Durability::None;
+        let durable = self.level == Durability::Sync;
         let mut run: Vec<(Record, u64, EntryKind)> = Vec::new();
         'groups: for g in guard.iter_mut() {
             // Runs of writes in LSN order: the next one (waited for when
@@ -207,7 +208,12 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
                     }
                     break 'groups;
                 }
-                g.ms.insert_records(&mut run, logged);
+                let freed = g.ms.insert_records(&mut run, logged, durable);
+                if freed > 0 {
+                    // Older versions the durable writes shadow are gone.
+                    g.ms.cancel(0, freed);
+                    self.inner.memory.release(freed);
+                }
                 g.admission.advance_by(n);
                 // The run's writes end their pending state at once.
                 g.ms.inserted(n as u64);

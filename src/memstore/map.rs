@@ -7,6 +7,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
+use nohash_hasher::IntMap;
+use xxhash_rust::xxh3::xxh3_64;
+
 use super::versioned::{prefix, KeyProbe, Probe, Versioned};
 use crate::record::Record;
 use crate::table::{Entry, EntryKind};
@@ -16,13 +19,46 @@ use crate::wal::Ticket;
 /// node (an 88-byte slot, nodes about three quarters full: the key's
 /// 40-byte inline prefix, its shared record's handle, the version and the
 /// kind), and allocator rounding. Key and value share one buffer per group
-/// of writes, whose header this leaves out.
+/// of writes, whose header this leaves out, as it leaves out the key's
+/// hash in the set of keys held (about 16 bytes a key, not a version).
 pub const ENTRY_OVERHEAD: u64 = 120;
 
 /// What an entry of `key_len` and `value_len` bytes is charged.
 pub fn entry_bytes(key_len: usize, value_len: usize) -> u64 {
     key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
 }
+
+/// Removes the versions of `entry`'s key older than it from `map`, and
+/// returns the bytes they were charged.
+fn drop_older(map: &mut BTreeMap<Versioned, EntryKind>, entry: &Versioned) -> u64 {
+    // The key's versions below this one: a range that ends at the key's
+    // oldest possible version, so both of its ends are found by one
+    // descent of the tree.
+    let oldest = KeyProbe {
+        prefix: entry.prefix,
+        key: entry.key(),
+        version: 0,
+    };
+    let older: Vec<(u64, usize)> = map
+        .range::<dyn Probe, _>((
+            Bound::Excluded(entry as &dyn Probe),
+            Bound::Included(&oldest as &dyn Probe),
+        ))
+        .map(|(v, _)| (v.version.0, v.record.value_len()))
+        .collect();
+    let mut freed = 0;
+    for (version, value_len) in older {
+        let probe = KeyProbe { version, ..oldest };
+        map.remove(&probe as &dyn Probe);
+        freed += entry_bytes(entry.key().len(), value_len);
+    }
+    freed
+}
+
+/// The versions of a key at which a durable write of it drops the older
+/// ones: a key written again and again (a counter, a collection's size)
+/// holds at most this many, and one written a few times pays nothing.
+const SHED_AT: u32 = 8;
 
 /// Writes admitted to a memstore that can be inserted by someone other
 /// than their writer once the WAL acknowledged them: a flush that waits
@@ -109,6 +145,15 @@ pub struct Memstore {
     /// miss for each of some thirty towers, and a walk reads keys in
     /// order from the same nodes.
     map: RwLock<BTreeMap<Versioned, EntryKind>>,
+    /// The versions the map holds of each key, by the key's 64-bit hash
+    /// (taken with the map's write lock): a durable write looks for the
+    /// older versions of its key only once there are [`SHED_AT`] of them.
+    /// Looking at every write, a search of the tree that mostly found
+    /// nothing, cost ZADD a fifth of its server CPU.
+    keys: Mutex<IntMap<u64, u32>>,
+    /// A pass over a full log walks the map twice (to count, then to
+    /// write what it counted): no version is dropped meanwhile.
+    passing: AtomicBool,
     /// Every version inserted, with its key and value bytes: a bound of
     /// what a flush of it writes.
     inserted_entries: AtomicU64,
@@ -133,11 +178,20 @@ pub struct Memstore {
     admissions: Mutex<(Vec<Arc<Admission>>, usize)>,
 }
 
+/// While alive, no version leaves the memstore ([`Memstore::keep_versions`]).
+pub struct KeepVersions<'m>(&'m Memstore);
+
+impl Drop for KeepVersions<'_> {
+    fn drop(&mut self) {
+        self.0.passing.store(false, Ordering::SeqCst);
+    }
+}
+
 /// Counts of one memstore, for reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemstoreStats {
     pub bytes: u64,
-    /// Entries (every version of every key).
+    /// Entries: the versions kept (a durable write drops older ones).
     pub entries: u64,
     pub pending: u64,
     pub max_lsn: u64,
@@ -149,6 +203,8 @@ impl Memstore {
         Memstore {
             id,
             map: RwLock::new(BTreeMap::new()),
+            keys: Mutex::default(),
+            passing: AtomicBool::new(false),
             inserted_entries: AtomicU64::new(0),
             inserted_key_bytes: AtomicU64::new(0),
             inserted_value_bytes: AtomicU64::new(0),
@@ -223,23 +279,40 @@ impl Memstore {
     /// As [`Memstore::insert`], for a write whose key and value are a
     /// shared record.
     pub fn insert_record(&self, record: Record, version: u64, logged: bool, kind: EntryKind) {
-        self.insert_records(&mut vec![(record, version, kind)], logged);
+        self.insert_records(&mut vec![(record, version, kind)], logged, false);
     }
 
     /// Inserts the writes `(record, version, kind)` of `run`, in order,
     /// under one lock of the map, and empties `run`.
-    pub fn insert_records(&self, run: &mut Vec<(Record, u64, EntryKind)>, logged: bool) {
+    ///
+    /// `durable`: the writes are logged and durable (acknowledged at
+    /// `sync`). Then the older versions of a key that has [`SHED_AT`]
+    /// are dropped, and the bytes they were charged returned: no read sees them, a flush
+    /// writes the newest version, and a pass over a full log up to an LSN
+    /// below this write's may leave the key out, since the log keeps this
+    /// write for the replay after it. A version shadowed by a write a
+    /// power cut can still lose (`write`, `async`) stays: after such a
+    /// crash it is the key's value again. A key written again and again
+    /// (a counter, a collection's size) so holds a few entries, not one
+    /// per write.
+    pub fn insert_records(
+        &self,
+        run: &mut Vec<(Record, u64, EntryKind)>,
+        logged: bool,
+        durable: bool,
+    ) -> u64 {
         if run.is_empty() {
-            return;
+            return 0;
         }
         let (mut max, mut keys, mut values) = (0, 0, 0);
-        let mut entries: Vec<(Versioned, EntryKind)> = run
+        let mut entries: Vec<(Versioned, EntryKind, u64)> = run
             .drain(..)
             .map(|(record, version, kind)| {
                 max = max.max(version);
                 keys += record.key_len() as u64;
                 values += record.value_len() as u64;
-                (Versioned::new(record, version), kind)
+                let hash = xxh3_64(record.key());
+                (Versioned::new(record, version), kind, hash)
             })
             .collect();
         if logged && max > self.max_lsn.load(Ordering::Relaxed) {
@@ -258,15 +331,35 @@ impl Memstore {
         // cache at every level. Sorted before the lock is taken, and
         // stably: unlogged writes of one key and version stay in order.
         entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut freed = 0;
+        if durable {
+            // Versions of a key sort newest first: the first one stays.
+            entries.dedup_by(|later, first| {
+                let same = later.0.prefix == first.0.prefix && later.0.key() == first.0.key();
+                if same {
+                    freed += entry_bytes(later.0.key().len(), later.0.record.value_len());
+                }
+                same
+            });
+        }
         let mut map = self.map.write().expect("memstore lock");
-        for (entry, kind) in entries {
+        let mut known = self.keys.lock().expect("memstore keys lock");
+        let shed = durable && !self.passing.load(Ordering::SeqCst);
+        for (entry, kind, hash) in entries {
             if !logged {
                 // Unlogged writes share a version: the later one replaces
                 // the earlier, record (key and value) and all.
                 map.remove(&entry);
             }
+            let versions = known.entry(hash).or_insert(0);
+            *versions += 1;
+            if shed && *versions >= SHED_AT {
+                freed += drop_older(&mut map, &entry);
+                *versions = 1;
+            }
             map.insert(entry, kind);
         }
+        freed
     }
 
     /// Versions inserted so far and their key and value bytes: at least
@@ -413,6 +506,15 @@ impl Memstore {
         self.passed.fetch_max(lsn, Ordering::SeqCst);
     }
 
+    /// Keeps every version in the map until the guard is dropped: a pass
+    /// over a full log counts the versions it will write, then writes
+    /// them, and a durable insert between the two walks must not take
+    /// counted ones away.
+    pub fn keep_versions(&self) -> KeepVersions<'_> {
+        self.passing.store(true, Ordering::SeqCst);
+        KeepVersions(self)
+    }
+
     /// Remembers a batch of admitted writes that can insert itself.
     pub fn register(&self, inserter: Weak<dyn Inserter>) {
         let mut list = self.inserters.lock().expect("inserters lock");
@@ -448,9 +550,10 @@ impl Memstore {
     }
 
     pub fn is_empty(&self) -> bool {
-        // Entries are only ever replaced, never removed, and counted before
-        // they are in: by the time a writer ends its pending state, its
-        // entry is counted here.
+        // Versions are counted as inserted, before they are in, and the
+        // count never goes down (a durable write's older versions leave the
+        // map, the write itself is in it): by the time a writer ends its
+        // pending state, its entry is counted here.
         self.inserted_entries.load(Ordering::Acquire) == 0
     }
 
@@ -562,7 +665,7 @@ mod tests {
             .zip([5, 6, 7])
             .map(|(r, v)| (r, v, EntryKind::Put))
             .collect();
-        m.insert_records(&mut run, true);
+        m.insert_records(&mut run, true, false);
         assert!(run.is_empty());
         assert_eq!(m.max_lsn(), 7);
         assert_eq!(m.inserted_totals(), (3, 3, 6));
@@ -581,6 +684,52 @@ mod tests {
                 (b"b".to_vec(), 7, b"b2".to_vec())
             ]
         );
+    }
+
+    #[test]
+    fn a_durable_write_drops_the_older_versions_of_its_key() {
+        let m = Memstore::new(1, 0);
+        let run = |writes: &[(&[u8], u64)], durable: bool| {
+            let recs = Record::group(writes.iter().map(|(k, _)| (*k, &b"vv"[..])));
+            let mut run: Vec<(Record, u64, EntryKind)> = recs
+                .into_iter()
+                .zip(writes.iter().map(|w| w.1))
+                .map(|(r, v)| (r, v, EntryKind::Put))
+                .collect();
+            m.insert_records(&mut run, true, durable)
+        };
+        // Not durable (`write`, `async`): every version stays, since a
+        // power cut may still take the newer one.
+        for v in 1..SHED_AT as u64 {
+            assert_eq!(run(&[(b"k", v)], false), 0);
+        }
+        assert_eq!(run(&[(b"j", 50)], true), 0);
+        assert_eq!(m.stats().entries, SHED_AT as u64);
+        // The durable write that makes SHED_AT versions drops the older
+        // ones, and their charge comes back.
+        let older = SHED_AT as u64 - 1;
+        assert_eq!(run(&[(b"k", 60)], true), older * entry_bytes(1, 2));
+        assert_eq!(m.stats().entries, 2);
+        assert_eq!(m.get(b"k").unwrap().lsn, 60);
+        // Two writes of a key in one durable run keep the newer; a key
+        // with fewer versions keeps them (nothing is looked for).
+        assert_eq!(run(&[(b"k", 62), (b"k", 61)], true), entry_bytes(1, 2));
+        assert_eq!(m.stats().entries, 3);
+        assert_eq!(m.get(b"k").unwrap().lsn, 62);
+        // Another key's versions, before or after it, stay.
+        assert_eq!(m.get(b"j").unwrap().lsn, 50);
+        // Every version inserted is still counted for the flush's bound.
+        assert_eq!(m.inserted_totals().0, SHED_AT as u64 + 3);
+        // While a pass walks the memstore, every version stays.
+        let keep = m.keep_versions();
+        for v in 70..70 + SHED_AT as u64 {
+            assert_eq!(run(&[(b"k", v)], true), 0);
+        }
+        drop(keep);
+        assert_eq!(m.stats().entries, 3 + SHED_AT as u64);
+        let older = 2 + SHED_AT as u64;
+        assert_eq!(run(&[(b"k", 90)], true), older * entry_bytes(1, 2));
+        assert_eq!(m.stats().entries, 2);
     }
 
     #[test]

@@ -27,5 +27,7 @@ mod tests;
 mod versioned;
 
 pub use limit::{Memory, MemoryStats};
-pub use map::{entry_bytes, Admission, Inserter, Memstore, MemstoreStats, ENTRY_OVERHEAD};
+pub use map::{
+    entry_bytes, Admission, Inserter, KeepVersions, Memstore, MemstoreStats, ENTRY_OVERHEAD,
+};
 pub use regions::Regions;
