@@ -135,8 +135,9 @@ const TRIM_AT: usize = 64;
 /// and a later insert with the same version replaces an earlier one.
 pub struct Memstore {
     id: u64,
-    /// A B-tree behind a reader-writer lock. Each insert holds the write
-    /// lock for one B-tree insert; gets and scans hold the read lock while
+    /// A B-tree, and each key's count of versions, behind one
+    /// reader-writer lock. Each insert holds the write lock for a run of
+    /// B-tree inserts; gets and scans hold the read lock while
     /// they copy entries out, a flush while it walks the memstore (its
     /// writes are all in by then, but for a pass up to an LSN of a full
     /// log: then writes above that LSN wait for the pass). A B-tree keeps
@@ -144,13 +145,7 @@ pub struct Memstore {
     /// handful of nodes where a skip list of as many entries took a cache
     /// miss for each of some thirty towers, and a walk reads keys in
     /// order from the same nodes.
-    map: RwLock<BTreeMap<Versioned, EntryKind>>,
-    /// The versions the map holds of each key, by the key's 64-bit hash
-    /// (taken with the map's write lock): a durable write looks for the
-    /// older versions of its key only once there are [`SHED_AT`] of them.
-    /// Looking at every write, a search of the tree that mostly found
-    /// nothing, cost ZADD a fifth of its server CPU.
-    keys: Mutex<IntMap<u64, u32>>,
+    map: RwLock<Tree>,
     /// A pass over a full log walks the map twice (to count, then to
     /// write what it counted): no version is dropped meanwhile.
     passing: AtomicBool,
@@ -178,6 +173,17 @@ pub struct Memstore {
     admissions: Mutex<(Vec<Arc<Admission>>, usize)>,
 }
 
+/// The memstore's map: every version kept, and how many each key has.
+#[derive(Default)]
+struct Tree {
+    versions: BTreeMap<Versioned, EntryKind>,
+    /// The versions of each key, by the key's 64-bit hash: a durable
+    /// write looks for the older versions of its key only once there are
+    /// [`SHED_AT`] of them. Looking at every write, a search of the tree
+    /// that mostly found nothing, cost ZADD a fifth of its server CPU.
+    counts: IntMap<u64, u32>,
+}
+
 /// While alive, no version leaves the memstore ([`Memstore::keep_versions`]).
 pub struct KeepVersions<'m>(&'m Memstore);
 
@@ -202,8 +208,7 @@ impl Memstore {
     pub fn new(id: u64, floor: u64) -> Memstore {
         Memstore {
             id,
-            map: RwLock::new(BTreeMap::new()),
-            keys: Mutex::default(),
+            map: RwLock::default(),
             passing: AtomicBool::new(false),
             inserted_entries: AtomicU64::new(0),
             inserted_key_bytes: AtomicU64::new(0),
@@ -342,8 +347,11 @@ impl Memstore {
                 same
             });
         }
-        let mut map = self.map.write().expect("memstore lock");
-        let mut known = self.keys.lock().expect("memstore keys lock");
+        let mut tree = self.map.write().expect("memstore lock");
+        let Tree {
+            versions: map,
+            counts: known,
+        } = &mut *tree;
         let shed = durable && !self.passing.load(Ordering::SeqCst);
         for (entry, kind, hash) in entries {
             if !logged {
@@ -354,7 +362,7 @@ impl Memstore {
             let versions = known.entry(hash).or_insert(0);
             *versions += 1;
             if shed && *versions >= SHED_AT {
-                freed += drop_older(&mut map, &entry);
+                freed += drop_older(map, &entry);
                 *versions = 1;
             }
             map.insert(entry, kind);
@@ -400,7 +408,8 @@ impl Memstore {
             version: u64::MAX,
         };
         let probe: &dyn Probe = &probe;
-        let map = self.map.read().expect("memstore lock");
+        let tree = self.map.read().expect("memstore lock");
+        let map = &tree.versions;
         let (v, kind) = map
             .range::<dyn Probe, _>((Bound::Included(probe), Bound::Unbounded))
             .next()?;
@@ -423,7 +432,8 @@ impl Memstore {
             Bound::Included(probe)
         };
         let mut out: Vec<Entry> = Vec::new();
-        let map = self.map.read().expect("memstore lock");
+        let tree = self.map.read().expect("memstore lock");
+        let map = &tree.versions;
         for (v, kind) in map.range((start, Bound::Unbounded)) {
             let k = v.key();
             if to.is_some_and(|to| k >= to) {
@@ -474,7 +484,8 @@ impl Memstore {
         upto: u64,
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let map = self.map.read().expect("memstore lock");
+        let tree = self.map.read().expect("memstore lock");
+        let map = &tree.versions;
         let mut prev: Option<&Versioned> = None;
         for (v, kind) in map.iter() {
             if v.version.0 > upto
@@ -590,7 +601,7 @@ impl Memstore {
     pub fn stats(&self) -> MemstoreStats {
         MemstoreStats {
             bytes: self.bytes(),
-            entries: self.map.read().expect("memstore lock").len() as u64,
+            entries: self.map.read().expect("memstore lock").versions.len() as u64,
             pending: self.pending(),
             max_lsn: self.max_lsn(),
         }
