@@ -193,6 +193,17 @@ pub fn only_ranged(engine_key: &[u8]) -> bool {
     matches!(split(engine_key), Some((_, Part::Sub(_, [BY_SCORE, ..]))))
 }
 
+/// Whether engine key `engine_key` is a list's element or a stream's
+/// entry: written once (a push, an XADD), then read in ranges or at most
+/// once by point lookup (the pop that removes it). The row cache need not
+/// keep such keys either.
+pub fn read_once(engine_key: &[u8]) -> bool {
+    matches!(
+        split(engine_key),
+        Some((_, Part::Sub(_, [ITEM | ENTRY, ..])))
+    )
+}
+
 /// The Redis key of an engine key and which part of it the engine key
 /// is; `None` for an engine key this encoding never writes for a key.
 pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Part<'_>)> {
@@ -232,7 +243,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_expiry_index_and_the_score_order_are_ranged_only() {
+    fn the_expiry_index_and_score_order_are_ranged_and_items_and_entries_read_once() {
         let k = b"z\0s";
         assert!(only_ranged(&expiry(5, k)));
         assert!(only_ranged(&element(k, 3, BY_SCORE, b"\0\0\0\0\0\0\0\0m")));
@@ -243,6 +254,17 @@ mod tests {
         assert!(!only_ranged(&meta(b"s")));
         assert!(!only_ranged(&meta(&[0, 1, b'v', b's'])));
         assert!(!only_ranged(VERSIONS));
+        for tag in [ITEM, ENTRY] {
+            assert!(
+                read_once(&element(k, 3, tag, b"\0\0\0\0\0\0\0\x01")),
+                "{tag}"
+            );
+        }
+        for tag in [FIELD, MEMBER, SCORED, BY_SCORE, GROUP, CONSUMER, PENDING] {
+            assert!(!read_once(&element(k, 3, tag, b"s")), "{tag}");
+        }
+        assert!(!read_once(&meta(b"l")));
+        assert!(!read_once(&meta(&[0, 1, b'v', b'l'])));
     }
 
     #[test]

@@ -87,6 +87,15 @@ impl Rows {
         !key.starts_with(&[0, 0])
     }
 
+    /// Whether the cache keeps `key` when it is read or written: not a
+    /// key commands only read in ranges, nor a list's element or a
+    /// stream's entry, read at most once by point (every pushed element
+    /// went in, cost a hash insert and about 190 bytes, and served no
+    /// read: a pop reads it once and deletes it).
+    fn kept(key: &[u8]) -> bool {
+        Rows::cacheable(key) && !keys::only_ranged(key) && !keys::read_once(key)
+    }
+
     /// `key`'s cached row: `Some(None)` when it is known to have no value,
     /// `None` when it is not cached.
     pub fn get(&self, key: &[u8]) -> Option<Row> {
@@ -109,18 +118,18 @@ impl Rows {
     /// Remembers what the engine holds for `key`: `row`, shared with
     /// the reader.
     pub fn fill(&self, key: &[u8], row: Row) {
-        if self.cache.is_some() && Rows::cacheable(key) {
+        if self.cache.is_some() && Rows::kept(key) {
             self.put(key.to_vec(), row);
         }
     }
 
     /// Remembers `row` for `key`, whose write is now the engine's. A key
-    /// commands only read in ranges is never kept (it would only push out
-    /// keys that are looked up; every row goes in here, so there is no
-    /// older row of it to drop).
+    /// the cache does not keep ([`Rows::kept`]) would only push out keys
+    /// that are looked up; neither this nor [`Rows::fill`] ever put it in,
+    /// so there is no older row of it to drop.
     pub fn put(&self, key: Vec<u8>, row: Row) {
         let Some(cache) = &self.cache else { return };
-        if !Rows::cacheable(&key) || keys::only_ranged(&key) {
+        if !Rows::kept(&key) {
             return;
         }
         let mut cache = cache.borrow_mut();
@@ -203,6 +212,22 @@ mod tests {
         let scored = keys::element(b"z", 1, keys::SCORED, b"m");
         rows.put(scored.clone(), row(b"score"));
         assert_eq!(rows.get(&scored), Some(row(b"score")));
+        assert_eq!(rows.stats().entries, 1);
+    }
+
+    #[test]
+    fn list_elements_and_stream_entries_are_never_kept() {
+        let rows = Rows::new(1 << 20);
+        let item = keys::element(b"l", 1, keys::ITEM, &7u64.to_be_bytes());
+        let entry = keys::element(b"s", 1, keys::ENTRY, &[0; 16]);
+        for k in [&item, &entry] {
+            rows.fill(k, row(b"v"));
+            rows.put(k.clone(), row(b"w"));
+            assert_eq!(rows.get(k), None);
+        }
+        let meta = keys::meta(b"l");
+        rows.put(meta.clone(), row(b"m"));
+        assert_eq!(rows.get(&meta), Some(row(b"m")));
         assert_eq!(rows.stats().entries, 1);
     }
 
