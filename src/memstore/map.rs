@@ -401,7 +401,12 @@ impl Memstore {
         self.newest(key, |v, kind| (kind, v.record.value().to_vec()))
     }
 
+    /// A key none of whose hash is counted has no version here: most
+    /// lookups (a write's read of a key or element it creates, a read of a
+    /// key in the region's other memstores) end at that probe instead of a
+    /// search of the whole tree.
     fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Versioned, EntryKind) -> T) -> Option<T> {
+        let hash = xxh3_64(key);
         let probe = KeyProbe {
             prefix: prefix(key),
             key,
@@ -409,6 +414,9 @@ impl Memstore {
         };
         let probe: &dyn Probe = &probe;
         let tree = self.map.read().expect("memstore lock");
+        if !tree.counts.contains_key(&hash) {
+            return None;
+        }
         let map = &tree.versions;
         let (v, kind) = map
             .range::<dyn Probe, _>((Bound::Included(probe), Bound::Unbounded))
