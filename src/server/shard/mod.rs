@@ -712,22 +712,31 @@ impl<'a> Shard<'a> {
             // (a command at one level read a key written at the other):
             // the references go with the batch, so neither outlives it.
             *b.deps.borrow_mut() = Deps::default();
+            // One search of the table per key.
             for k in std::mem::take(&mut *b.keys.borrow_mut()) {
-                if dirty.get(&k).is_some_and(|d| Rc::ptr_eq(&d.batch, b)) {
-                    let d = dirty.remove(&k).expect("present");
-                    self.dirty_bytes
-                        .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
-                    if failed {
-                        // What the engine holds is not known.
-                        self.rows.forget(&k);
-                    } else {
-                        // The engine holds this write now.
-                        self.rows.put(k, d.value);
+                match dirty.entry(k) {
+                    Entry::Occupied(e) if Rc::ptr_eq(&e.get().batch, b) => {
+                        let (k, d) = e.remove_entry();
+                        self.dirty_bytes
+                            .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
+                        if failed {
+                            // What the engine holds is not known.
+                            self.rows.forget(&k);
+                        } else {
+                            // The engine holds this write now.
+                            self.rows.put(k, d.value);
+                        }
                     }
-                } else if !failed && !dirty.contains_key(&k) {
-                    // Its insert may have changed what the engine holds
-                    // under a later write that is gone from the table.
-                    self.rows.forget(&k);
+                    // A later write of the key is dirty; it replaces the row.
+                    Entry::Occupied(_) => {}
+                    Entry::Vacant(e) => {
+                        if !failed {
+                            // Its insert may have changed what the engine
+                            // holds under a later write that is gone from
+                            // the table.
+                            self.rows.forget(e.key());
+                        }
+                    }
                 }
             }
             false
