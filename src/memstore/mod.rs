@@ -19,6 +19,7 @@
 //! write is charged when it is admitted, before its WAL append, so bytes
 //! on their way to the memstore count too.
 
+mod admission;
 mod limit;
 mod map;
 mod regions;
@@ -26,8 +27,7 @@ mod regions;
 mod tests;
 mod versioned;
 
+pub use admission::{Admission, Inserter};
 pub use limit::{Memory, MemoryStats};
-pub use map::{
-    entry_bytes, Admission, Inserter, KeepVersions, Memstore, MemstoreStats, ENTRY_OVERHEAD,
-};
+pub use map::{entry_bytes, KeepVersions, Memstore, MemstoreStats, ENTRY_OVERHEAD};
 pub use regions::Regions;
