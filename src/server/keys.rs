@@ -183,25 +183,41 @@ pub fn split(engine_key: &[u8]) -> Option<(usize, Part<'_>)> {
     }
 }
 
-/// Whether commands only ever read engine key `engine_key` in ranges,
-/// never by point lookup: the expiry index and a sorted set's (score,
-/// member) order. The row cache need not keep such keys.
-pub fn only_ranged(engine_key: &[u8]) -> bool {
-    if engine_key.starts_with(EXPIRES) {
-        return true;
-    }
-    matches!(split(engine_key), Some((_, Part::Sub(_, [BY_SCORE, ..]))))
+/// How commands read an engine key, which decides whether the row cache
+/// keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// By point lookup, again and again: worth caching.
+    Point,
+    /// Only in ranges: the expiry index and a sorted set's (score,
+    /// member) order.
+    Ranged,
+    /// Written once (a push, an XADD), then read in ranges or at most once
+    /// by point lookup (the pop that removes it): a list's elements and a
+    /// stream's entries.
+    Once,
 }
 
-/// Whether engine key `engine_key` is a list's element or a stream's
-/// entry: written once (a push, an XADD), then read in ranges or at most
-/// once by point lookup (the pop that removes it). The row cache need not
-/// keep such keys either.
+/// How commands read engine key `engine_key` (one decode of the key).
+pub fn reads(engine_key: &[u8]) -> Reads {
+    if engine_key.starts_with(EXPIRES) {
+        return Reads::Ranged;
+    }
+    match split(engine_key) {
+        Some((_, Part::Sub(_, [BY_SCORE, ..]))) => Reads::Ranged,
+        Some((_, Part::Sub(_, [ITEM | ENTRY, ..]))) => Reads::Once,
+        _ => Reads::Point,
+    }
+}
+
+/// Whether commands only ever read engine key `engine_key` in ranges.
+pub fn only_ranged(engine_key: &[u8]) -> bool {
+    reads(engine_key) == Reads::Ranged
+}
+
+/// Whether engine key `engine_key` is read at most once by point.
 pub fn read_once(engine_key: &[u8]) -> bool {
-    matches!(
-        split(engine_key),
-        Some((_, Part::Sub(_, [ITEM | ENTRY, ..])))
-    )
+    reads(engine_key) == Reads::Once
 }
 
 /// The Redis key of an engine key and which part of it the engine key

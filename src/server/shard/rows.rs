@@ -93,7 +93,7 @@ impl Rows {
     /// went in, cost a hash insert and about 190 bytes, and served no
     /// read: a pop reads it once and deletes it).
     fn kept(key: &[u8]) -> bool {
-        Rows::cacheable(key) && !keys::only_ranged(key) && !keys::read_once(key)
+        Rows::cacheable(key) && keys::reads(key) == keys::Reads::Point
     }
 
     /// `key`'s cached row: `Some(None)` when it is known to have no value,
