@@ -113,6 +113,7 @@ struct Tree {
     /// write looks for the older versions of its key only once there are
     /// [`SHED_AT`] of them. Looking at every write, a search of the tree
     /// that mostly found nothing, cost ZADD a fifth of its server CPU.
+    /// A lookup of a key whose hash is not here ends without a search.
     counts: IntMap<u64, u32>,
 }
 
@@ -333,7 +334,7 @@ impl Memstore {
         self.newest(key, |v, kind| (kind, v.record.value().to_vec()))
     }
 
-    /// A key none of whose hash is counted has no version here: most
+    /// A key whose hash was never counted has no version here: most
     /// lookups (a write's read of a key or element it creates, a read of a
     /// key in the region's other memstores) end at that probe instead of a
     /// search of the whole tree.
