@@ -85,16 +85,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_has_cpu_time_and_switches_that_grow() {
-        let me = std::process::id();
-        let a = sample(me).expect("a Linux /proc");
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        std::hint::black_box(x);
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        let b = sample(me).unwrap();
+    fn a_process_has_cpu_time_and_switches_that_grow() {
+        // A child of its own: the test binary's threads come and go with
+        // other tests, and a thread that ends takes its switches along.
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done; exec sleep 30",
+            ])
+            .spawn()
+            .expect("sh");
+        let a = sample(child.id()).expect("a Linux /proc");
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let b = sample(child.id()).unwrap();
+        child.kill().ok();
+        child.wait().ok();
         assert!(
             b.cpu_secs >= a.cpu_secs && b.switches > a.switches,
             "{a:?} {b:?}"
