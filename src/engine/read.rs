@@ -12,6 +12,9 @@ use crate::table::{Entry, EntryKind, OwnedTableIter};
 
 use super::store::{FileSource, TableHandle};
 
+/// Live pairs a scan found, in key order.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Entries a memstore source copies out at a time.
 const MEM_CHUNK: usize = 64;
 
@@ -47,6 +50,19 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self.scan_counting(start, end, limit)?.0)
+    }
+
+    /// [`Engine::scan`], and how many deleted keys it passed before its
+    /// first live one (all it passed, when it found none): what a caller
+    /// that remembers empty ranges weighs (a queue popped from its front
+    /// leaves its deletes there until compaction).
+    pub fn scan_counting(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<(Pairs, usize)> {
         if end.is_some_and(|e| e <= start) {
             return Err(EngineError::BadRange(format!(
                 "the end of a scan must be after its start ({:?} is not after {:?})",
@@ -57,6 +73,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         let inner = &*self.inner;
         inner.counters.scans.fetch_add(1, Ordering::Relaxed);
         let mut out = Vec::new();
+        let mut deleted = 0;
         let mut r = inner.regions.of(start);
         while out.len() < limit && r < inner.regions.count() {
             let from = if r == inner.regions.of(start) {
@@ -68,7 +85,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            self.scan_region(r, from, to, limit - out.len(), &mut out)?;
+            self.scan_region(r, from, to, limit - out.len(), &mut out, &mut deleted)?;
             if inner
                 .regions
                 .end(r)
@@ -78,7 +95,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             }
             r += 1;
         }
-        Ok(out)
+        Ok((out, deleted))
     }
 
     fn scan_region(
@@ -88,6 +105,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         to: Option<&[u8]>,
         limit: usize,
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        deleted: &mut usize,
     ) -> Result<()> {
         let view = self.inner.region[r].view();
         // Sources newest first: on equal keys the first one wins.
@@ -113,8 +131,10 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         let added = out.len();
         while out.len() - added < limit {
             let Some(e) = merge.next()? else { break };
-            if e.kind == EntryKind::Put {
-                out.push((e.key, e.value));
+            match e.kind {
+                EntryKind::Put => out.push((e.key, e.value)),
+                EntryKind::Delete if out.is_empty() => *deleted += 1,
+                EntryKind::Delete => {}
             }
         }
         Ok(())

@@ -18,7 +18,6 @@
 use std::cell::RefCell;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -32,6 +31,7 @@ use crate::wal::{Notify, Ticket};
 use access::AccessClock;
 use blocking::Blocking;
 use busy::Busy;
+use gaps::Gaps;
 use pubsub::PubSub;
 use rows::Rows;
 pub use rows::{Row, RowStats};
@@ -167,6 +167,20 @@ impl<'a> Deps<'a> {
         self.written.iter().chain(&self.synced).all(|b| b.is_done())
     }
 
+    /// What is left to wait for: the writes not yet acknowledged, and
+    /// those that failed (a reply that depends on them is an error).
+    pub fn unsettled(&self) -> Deps<'a> {
+        let keep = |b: &Option<Rc<Batch<'a>>>| {
+            b.as_ref()
+                .filter(|b| !b.is_done() || b.failure().is_some())
+                .cloned()
+        };
+        Deps {
+            written: keep(&self.written),
+            synced: keep(&self.synced),
+        }
+    }
+
     /// Why a write depended on failed, once [`Deps::ready`].
     pub fn failure(&self) -> Option<String> {
         self.written
@@ -199,6 +213,8 @@ struct Dirty<'a> {
 pub struct Shard<'a> {
     engine: &'a ServerEngine,
     dirty: RefCell<BTreeMap<Vec<u8>, Dirty<'a>>>,
+    /// Ranges of keys known to hold no live key, for scans to skip.
+    gaps: RefCell<Gaps<'a>>,
     /// Batches of the turn under way, in order.
     open: RefCell<Vec<Rc<Batch<'a>>>>,
     /// Submitted batches whose keys are still dirty.
@@ -245,6 +261,7 @@ impl<'a> Shard<'a> {
         Shard {
             engine,
             dirty: RefCell::new(BTreeMap::new()),
+            gaps: RefCell::default(),
             open: RefCell::new(Vec::new()),
             flight: RefCell::new(VecDeque::new()),
             next_seq: std::cell::Cell::new(0),
@@ -460,9 +477,13 @@ impl<'a> Shard<'a> {
         // This command's (or transaction's) writes so far in the batch:
         // one WAL group, whole or gone after a crash.
         let group = b.ends.borrow().last().copied().unwrap_or(0);
+        let mut gaps = self.gaps.borrow_mut();
         for (k, v) in writes {
-            if v.is_some() && k.starts_with(super::keys::EXPIRES) {
-                self.expiry_written.set(true);
+            if v.is_some() {
+                if k.starts_with(super::keys::EXPIRES) {
+                    self.expiry_written.set(true);
+                }
+                gaps.written(&k);
             }
             // The row cache keeps the key's old row: reads ask this
             // table first, and `retire` replaces the row.
@@ -526,69 +547,6 @@ impl<'a> Shard<'a> {
     pub fn barrier(&self, deps: &mut Deps<'a>) {
         let b = self.batch(Durability::Sync, true);
         deps.add(&b);
-    }
-
-    /// Up to `limit` engine keys and values from `start` (inclusive) to
-    /// `end` (exclusive), as the shard's commands see them.
-    pub fn scan(
-        &self,
-        start: &[u8],
-        end: Option<&[u8]>,
-        limit: usize,
-        deps: &mut Deps<'a>,
-    ) -> Result<Found, EngineError> {
-        let mut out = Vec::new();
-        let mut from = start.to_vec();
-        while out.len() < limit {
-            let want = limit - out.len();
-            let got = self.engine.scan(&from, end, want)?;
-            // Up to where the engine's answer is whole: past its last key
-            // only when it was cut at `want`.
-            let cut = got.len() == want;
-            let upto: Option<Vec<u8>> = match (cut, got.last()) {
-                (true, Some((k, _))) => {
-                    let mut after = k.clone();
-                    after.push(0);
-                    Some(after)
-                }
-                _ => end.map(<[u8]>::to_vec),
-            };
-            let dirty = self.dirty.borrow();
-            let range = dirty.range::<[u8], _>((
-                Bound::Included(from.as_slice()),
-                upto.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-            ));
-            let mut got = got.into_iter().peekable();
-            let mut ours = range.peekable();
-            loop {
-                let take_ours = match (got.peek(), ours.peek()) {
-                    (None, None) => break,
-                    (Some(_), None) => false,
-                    (None, Some(_)) => true,
-                    (Some((gk, _)), Some((dk, _))) => dk.as_slice() <= gk.as_slice(),
-                };
-                if take_ours {
-                    let (k, d) = ours.next().expect("peeked");
-                    if got.peek().is_some_and(|(gk, _)| gk == k) {
-                        got.next();
-                    }
-                    deps.merge(&d.deps);
-                    if let Some(v) = &d.value {
-                        out.push((k.clone(), v.to_vec()));
-                    }
-                } else {
-                    out.push(got.next().expect("peeked"));
-                }
-                if out.len() == limit {
-                    return Ok(out);
-                }
-            }
-            match (cut, upto) {
-                (true, Some(u)) => from = u,
-                _ => break,
-            }
-        }
-        Ok(out)
     }
 
     /// Submits the turn's batches to the engine, in order; `notify` is
@@ -762,10 +720,12 @@ pub mod blocking;
 pub mod busy;
 #[cfg(test)]
 pub(crate) mod crash_tests;
+mod gaps;
 #[cfg(test)]
 mod prefix_tests;
 pub mod pubsub;
 mod rows;
+mod scan;
 pub mod sockets;
 #[cfg(test)]
 pub(crate) mod tests;

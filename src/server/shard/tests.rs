@@ -308,3 +308,65 @@ fn a_failed_batch_keeps_its_keys_until_an_earlier_write_of_them_is_in() {
         "the row cache agrees with the engine"
     );
 }
+
+#[test]
+fn a_scan_skips_the_deletes_an_earlier_scan_passed_and_waits_for_them_still() {
+    let engine = testing::any_engine();
+    let keys: Vec<String> = (0..20).map(|i| format!("q{i:02}")).collect();
+    let writes: Vec<(&[u8], Option<&[u8]>)> = keys
+        .iter()
+        .map(|k| (k.as_bytes(), Some(&b"v"[..])))
+        .collect();
+    engine.write_batch(&writes, None).unwrap();
+    let shard = Shard::new(&engine, 1 << 20);
+    // A queue popped from its front: ten deletes, not yet acknowledged.
+    let mut popper = Deps::default();
+    let pops = keys[..10].iter().map(|k| (k.as_bytes().to_vec(), None));
+    shard.write(Durability::Sync, pops.collect(), &mut popper);
+    fn first<'a>(shard: &Shard<'a>, deps: &mut Deps<'a>) -> Option<String> {
+        let got = shard.scan(b"q", Some(b"r"), 1, deps).unwrap();
+        got.first()
+            .map(|(k, _)| String::from_utf8(k.clone()).unwrap())
+    }
+    let mut a = Deps::default();
+    assert_eq!(first(&shard, &mut a).as_deref(), Some("q10"));
+    assert!(!a.ready());
+    assert_eq!(
+        shard.gaps.borrow().len(),
+        1,
+        "the passed deletes are a range"
+    );
+    // The next scan starts past them, and still depends on them: it read
+    // that they are gone.
+    let mut b = Deps::default();
+    assert_eq!(first(&shard, &mut b).as_deref(), Some("q10"));
+    let synced = b.synced.clone().expect("waits for the deletes");
+    assert!(Rc::ptr_eq(&synced, popper.synced.as_ref().unwrap()));
+    // A live write inside the range is found.
+    let mut w = Deps::default();
+    shard.write(Durability::Sync, vec![put("q05", "back")], &mut w);
+    assert_eq!(first(&shard, &mut Deps::default()).as_deref(), Some("q05"));
+    shard.submit(&notify());
+    settle(&shard, &w);
+    drain(&shard);
+    // Once the deletes are acknowledged, skipping them waits for nothing.
+    let mut c = Deps::default();
+    assert_eq!(first(&shard, &mut c).as_deref(), Some("q05"));
+    assert!(c.is_empty());
+    // Everything gone: the whole range is empty, then written again.
+    let all = keys.iter().map(|k| (k.as_bytes().to_vec(), None));
+    let mut d = Deps::default();
+    shard.write(Durability::Sync, all.collect(), &mut d);
+    shard.write(Durability::Sync, vec![(b"q05".to_vec(), None)], &mut d);
+    assert_eq!(first(&shard, &mut Deps::default()), None);
+    assert_eq!(first(&shard, &mut Deps::default()), None);
+    shard.write(Durability::Sync, vec![put("q99", "new")], &mut d);
+    assert_eq!(first(&shard, &mut Deps::default()).as_deref(), Some("q99"));
+    // An unbounded scan neither uses nor learns ranges.
+    let mut e = Deps::default();
+    let got = shard.scan(b"q", None, 1, &mut e).unwrap();
+    assert_eq!(got[0].0, b"q99");
+    shard.submit(&notify());
+    settle(&shard, &d);
+    drain(&shard);
+}

@@ -1,0 +1,255 @@
+//! Ranges of engine keys the shard knows hold no live key: where a
+//! sorted set popped from its front (ZPOPMIN), a set popped at random
+//! points (SPOP) or the expiry index after an expiry cycle left deletes
+//! that every scan from there would otherwise pass again, one by one,
+//! until compaction drops them. Redis frees a popped member at once; an
+//! LSM keeps its delete, so a queue that pops from its front would cost
+//! O(popped) per pop. A scan that passed many deletes remembers the range
+//! before its first live key ([`Gaps::learn`]); the next scan from inside
+//! it starts at its end ([`Gaps::skip`]).
+//!
+//! The shard owns every key, and every live write goes through
+//! [`super::Shard::write`], which cuts the write's key out of the range
+//! that holds it ([`Gaps::written`]): a range is never wrong, only
+//! forgotten (on overflow, and at restart). Only bounded scans learn (the
+//! elements of one key, the expiry index), never a scan to the end of the
+//! key space, so keys the server writes to the engine directly (its
+//! version counter) are never in a range.
+//!
+//! A range is empty partly because of deletes that may not be durable
+//! yet: it keeps what those depend on, and a scan that skips it depends
+//! on that too, as if it had passed the deletes (a reply never reveals a
+//! write a crash could lose).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use super::Deps;
+
+/// Deletes a scan passes before its first live key for it to remember
+/// the range: below this, passing them costs less than remembering.
+pub const LEARN_AFTER: usize = 4;
+
+/// Bytes of range bounds kept at most; past it the lowest ranges go.
+const MAX_BYTES: usize = 8 << 20;
+
+/// Bytes one range costs besides its bounds.
+const OVERHEAD: usize = 64;
+
+struct Gap<'a> {
+    /// The first key after the range (exclusive).
+    end: Vec<u8>,
+    /// What the deletes that made the range empty depend on, until they
+    /// are acknowledged.
+    deps: Deps<'a>,
+}
+
+/// Disjoint, non-adjacent empty ranges, by their first key.
+#[derive(Default)]
+pub struct Gaps<'a> {
+    ranges: BTreeMap<Vec<u8>, Gap<'a>>,
+    bytes: usize,
+}
+
+fn cost(start: &[u8], end: &[u8]) -> usize {
+    start.len() + end.len() + OVERHEAD
+}
+
+impl<'a> Gaps<'a> {
+    /// The range that holds `key`: its first key.
+    fn holding(&self, key: &[u8]) -> Option<&Vec<u8>> {
+        self.ranges
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()
+            .filter(|(_, g)| key < g.end.as_slice())
+            .map(|(s, _)| s)
+    }
+
+    /// Where a scan from `key` finds its first live key at the earliest:
+    /// the end of the range that holds `key`, if one does, with what the
+    /// range's emptiness depends on.
+    pub fn skip(&mut self, key: &[u8]) -> Option<(Vec<u8>, Deps<'a>)> {
+        let start = self.holding(key)?.clone();
+        let g = self.ranges.get_mut(&start).expect("held");
+        g.deps = g.deps.unsettled();
+        Some((g.end.clone(), g.deps.clone()))
+    }
+
+    /// No live key is in `[from, to)`, given `deps`.
+    pub fn learn(&mut self, from: &[u8], to: &[u8], deps: &Deps<'a>) {
+        if from >= to {
+            return;
+        }
+        let mut start = from.to_vec();
+        let mut end = to.to_vec();
+        let mut deps = deps.unsettled();
+        // Every range that overlaps or touches [from, to) joins it.
+        while let Some((s, g)) = self
+            .ranges
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(end.as_slice())))
+            .next_back()
+        {
+            if g.end < start {
+                break;
+            }
+            let s = s.clone();
+            let g = self.ranges.remove(&s).expect("found");
+            self.bytes -= cost(&s, &g.end);
+            deps.merge(&g.deps);
+            if s < start {
+                start = s;
+            }
+            if g.end > end {
+                end = g.end;
+            }
+        }
+        self.bytes += cost(&start, &end);
+        self.ranges.insert(start, Gap { end, deps });
+        while self.bytes > MAX_BYTES {
+            let Some((s, g)) = self.ranges.pop_first() else {
+                break;
+            };
+            self.bytes -= cost(&s, &g.end);
+        }
+    }
+
+    /// `key` was written a live value: the range that held it no longer
+    /// holds it.
+    pub fn written(&mut self, key: &[u8]) {
+        if self.ranges.is_empty() {
+            return;
+        }
+        let Some(start) = self.holding(key).cloned() else {
+            return;
+        };
+        let g = self.ranges.remove(&start).expect("held");
+        self.bytes -= cost(&start, &g.end);
+        if start.as_slice() < key {
+            self.bytes += cost(&start, key);
+            self.ranges.insert(
+                start,
+                Gap {
+                    end: key.to_vec(),
+                    deps: g.deps.clone(),
+                },
+            );
+        }
+        // The key's successor: the key and a zero byte.
+        let mut after = Vec::with_capacity(key.len() + 1);
+        after.extend_from_slice(key);
+        after.push(0);
+        if after < g.end {
+            self.bytes += cost(&after, &g.end);
+            self.ranges.insert(after, g);
+        }
+    }
+
+    /// Ranges kept.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranges(g: &Gaps) -> Vec<(String, String)> {
+        g.ranges
+            .iter()
+            .map(|(s, g)| {
+                (
+                    String::from_utf8_lossy(s).into_owned(),
+                    String::from_utf8_lossy(&g.end).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_scan_from_inside_a_range_starts_at_its_end() {
+        let mut g = Gaps::default();
+        let none = Deps::default();
+        g.learn(b"b", b"f", &none);
+        assert_eq!(g.skip(b"a").map(|s| s.0), None);
+        assert_eq!(g.skip(b"b").map(|s| s.0), Some(b"f".to_vec()));
+        assert_eq!(g.skip(b"e\xff").map(|s| s.0), Some(b"f".to_vec()));
+        assert_eq!(g.skip(b"f").map(|s| s.0), None);
+    }
+
+    #[test]
+    fn overlapping_and_touching_ranges_join() {
+        let mut g = Gaps::default();
+        let none = Deps::default();
+        g.learn(b"b", b"d", &none);
+        g.learn(b"f", b"h", &none);
+        g.learn(b"x", b"y", &none);
+        assert_eq!(g.len(), 3);
+        g.learn(b"d", b"f", &none);
+        assert_eq!(ranges(&g), pairs(&[("b", "h"), ("x", "y")]));
+        g.learn(b"a", b"c", &none);
+        g.learn(b"g", b"k", &none);
+        assert_eq!(ranges(&g), pairs(&[("a", "k"), ("x", "y")]));
+        g.learn(b"c", b"c", &none);
+        g.learn(b"z", b"y", &none);
+        assert_eq!(ranges(&g), pairs(&[("a", "k"), ("x", "y")]));
+    }
+
+    #[test]
+    fn a_live_write_is_cut_out_of_its_range() {
+        let mut g = Gaps::default();
+        let none = Deps::default();
+        g.learn(b"b", b"f", &none);
+        g.written(b"a");
+        g.written(b"f");
+        assert_eq!(ranges(&g), pairs(&[("b", "f")]));
+        g.written(b"c");
+        assert_eq!(ranges(&g), pairs(&[("b", "c"), ("c\0", "f")]));
+        assert_eq!(g.skip(b"c").map(|s| s.0), None);
+        g.written(b"b");
+        assert_eq!(ranges(&g), pairs(&[("b\0", "c"), ("c\0", "f")]));
+        g.written(b"b\0");
+        assert_eq!(ranges(&g), pairs(&[("b\0\0", "c"), ("c\0", "f")]));
+        // A key whose successor is the end leaves nothing after it.
+        g.learn(b"x", b"y\0", &none);
+        g.written(b"y");
+        assert_eq!(
+            ranges(&g),
+            pairs(&[("b\0\0", "c"), ("c\0", "f"), ("x", "y")])
+        );
+        assert_eq!(
+            g.bytes,
+            cost(b"b\0\0", b"c") + cost(b"c\0", b"f") + cost(b"x", b"y")
+        );
+    }
+
+    #[test]
+    fn past_its_bound_it_forgets_the_lowest_ranges() {
+        let mut g = Gaps::default();
+        let none = Deps::default();
+        let width = 1000;
+        let n = MAX_BYTES / (2 * width + OVERHEAD) + 10;
+        for i in 0..n {
+            let mut s = format!("{i:08}").into_bytes();
+            s.resize(width, b'a');
+            let mut e = s.clone();
+            *e.last_mut().unwrap() = b'b';
+            g.learn(&s, &e, &none);
+        }
+        assert!(g.bytes <= MAX_BYTES);
+        assert!(g.len() < n);
+        let mut last = format!("{:08}", n - 1).into_bytes();
+        last.resize(width, b'a');
+        assert!(g.skip(&last).is_some());
+        let mut first = format!("{:08}", 0).into_bytes();
+        first.resize(width, b'a');
+        assert!(g.skip(&first).is_none());
+    }
+}
