@@ -304,8 +304,8 @@ impl<'a> Conn<'a> {
     /// Queues a command's reply, as CLIENT REPLY says (`before`: the mode
     /// before the command ran). Pub/sub pushes always go.
     fn push_reply(&mut self, r: Reply, before: ReplyMode) {
-        let pushed = matches!(&r, Reply::Push(_))
-            || matches!(&r, Reply::Seq(s) if s.iter().all(|x| matches!(x, Reply::Push(_))));
+        let push = |r: &Reply| matches!(r, Reply::Push(_) | Reply::SharedPush(..));
+        let pushed = push(&r) || matches!(&r, Reply::Seq(s) if s.iter().all(push));
         let now = self.reply_mode;
         let send = pushed
             || match (before, now) {

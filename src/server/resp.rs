@@ -381,6 +381,11 @@ pub enum Reply {
     /// Several replies to one command, one after another (SUBSCRIBE of
     /// several channels).
     Seq(Vec<Reply>),
+    /// A push of bulk strings encoded once for every connection it goes
+    /// to (a message PUBLISH hands to many subscribers): how many, and
+    /// their bytes, which RESP2 and RESP3 write alike. Made by
+    /// [`Reply::shared_push`].
+    SharedPush(usize, Rc<[u8]>),
 }
 
 impl Reply {
@@ -400,6 +405,7 @@ impl Reply {
             Reply::Array(a) | Reply::Push(a) | Reply::Seq(a) => {
                 32 + a.iter().map(Reply::weight).sum::<usize>()
             }
+            Reply::SharedPush(_, body) => 32 + body.len(),
             Reply::Map(m) => {
                 32 + m
                     .iter()
@@ -420,6 +426,42 @@ impl Reply {
 
     pub fn bulk(s: impl Into<Vec<u8>>) -> Reply {
         Reply::Bulk(s.into())
+    }
+
+    /// A push of `items` as bulk strings, encoded now: a clone of it is
+    /// a reference, and encoding it copies its bytes.
+    pub fn shared_push(items: &[&[u8]]) -> Reply {
+        let mut body = Vec::with_capacity(items.iter().map(|i| i.len() + 16).sum());
+        for i in items {
+            bulk_to(&mut body, b'$', i);
+        }
+        Reply::SharedPush(items.len(), body.into())
+    }
+
+    /// A [`Reply::SharedPush`] as the push of bulk strings it encodes
+    /// (for a reader that looks into replies: a script, a test); any
+    /// other reply as it is.
+    pub fn unshared(&self) -> Reply {
+        let Reply::SharedPush(n, body) = self else {
+            return self.clone();
+        };
+        let mut items = Vec::with_capacity(*n);
+        let mut at = 0;
+        while at < body.len() {
+            // `$<len>\r\n<bytes>\r\n`, as `bulk_to` wrote it.
+            let eol = at
+                + body[at..]
+                    .iter()
+                    .position(|&b| b == b'\r')
+                    .expect("a length");
+            let len: usize = std::str::from_utf8(&body[at + 1..eol])
+                .ok()
+                .and_then(|l| l.parse().ok())
+                .expect("a length");
+            items.push(Reply::Bulk(body[eol + 2..eol + 2 + len].to_vec()));
+            at = eol + 2 + len + 2;
+        }
+        Reply::Push(items)
     }
 
     pub fn is_error(&self) -> bool {
@@ -459,7 +501,7 @@ impl Reply {
                     .collect();
                 line_to(out, b'-', &clean);
             }
-            Reply::Int(n) => line_to(out, b':', n.to_string().as_bytes()),
+            Reply::Int(n) => number_to(out, b':', *n),
             Reply::Bulk(b) => bulk_to(out, b'$', b),
             Reply::BulkFrom(b, at) => bulk_to(out, b'$', &b[*at..]),
             Reply::Double(d) if resp3 => line_to(out, b',', format_double(*d).as_bytes()),
@@ -469,14 +511,14 @@ impl Reply {
             Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
             Reply::Array(items) => {
-                line_to(out, b'*', items.len().to_string().as_bytes());
+                number_to(out, b'*', items.len());
                 for i in items {
                     i.encode(out, proto);
                 }
             }
             Reply::Push(items) => {
                 let kind = if resp3 { b'>' } else { b'*' };
-                line_to(out, kind, items.len().to_string().as_bytes());
+                number_to(out, kind, items.len());
                 for i in items {
                     i.encode(out, proto);
                 }
@@ -486,11 +528,15 @@ impl Reply {
                     r.encode(out, proto);
                 }
             }
+            Reply::SharedPush(n, body) => {
+                number_to(out, if resp3 { b'>' } else { b'*' }, *n);
+                out.extend_from_slice(body);
+            }
             Reply::Map(pairs) => {
                 if resp3 {
-                    line_to(out, b'%', pairs.len().to_string().as_bytes());
+                    number_to(out, b'%', pairs.len());
                 } else {
-                    line_to(out, b'*', (pairs.len() * 2).to_string().as_bytes());
+                    number_to(out, b'*', pairs.len() * 2);
                 }
                 for (k, v) in pairs {
                     k.encode(out, proto);
@@ -535,8 +581,14 @@ fn line_to(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// `kind`, a number and CRLF: a length or an integer reply, formatted
+/// without an allocation (each reply has one or more).
+fn number_to(out: &mut Vec<u8>, kind: u8, n: impl itoa::Integer) {
+    line_to(out, kind, itoa::Buffer::new().format(n).as_bytes());
+}
+
 fn bulk_to(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
-    line_to(out, kind, body.len().to_string().as_bytes());
+    number_to(out, kind, body.len());
     out.extend_from_slice(body);
     out.extend_from_slice(b"\r\n");
 }

@@ -130,6 +130,7 @@ pub fn to_lua(lua: &Lua, r: Reply, resp3: bool) -> Result<Value> {
         Reply::Double(d) if resp3 => single(lua, "double", d)?,
         Reply::Double(d) => Value::String(lua.create_string(format_double(d))?),
         Reply::Array(items) | Reply::Push(items) | Reply::Seq(items) => array(lua, items, resp3)?,
+        r @ Reply::SharedPush(..) => to_lua(lua, r.unshared(), resp3)?,
         Reply::Map(pairs) if resp3 => {
             let m = lua.create_table()?;
             for (k, v) in pairs {

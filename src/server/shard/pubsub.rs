@@ -81,34 +81,22 @@ impl<'a> PubSub<'a> {
         } else {
             ("message", &self.channels)
         };
-        for &t in subs.get(channel).into_iter().flatten() {
-            self.outbox.push((
-                t,
-                Reply::Push(vec![
-                    Reply::bulk(kind),
-                    Reply::bulk(channel),
-                    Reply::bulk(message),
-                ]),
-                deps.clone(),
-            ));
-            n += 1;
+        if let Some(subs) = subs.get(channel) {
+            // Encoded once, shared by every subscriber's reply.
+            let msg = Reply::shared_push(&[kind.as_bytes(), channel, message]);
+            for &t in subs {
+                self.outbox.push((t, msg.clone(), deps.clone()));
+                n += 1;
+            }
         }
         if !shard {
             for (p, subs) in &self.patterns {
                 if !glob::matches(p, channel) {
                     continue;
                 }
+                let msg = Reply::shared_push(&[b"pmessage", p, channel, message]);
                 for &t in subs {
-                    self.outbox.push((
-                        t,
-                        Reply::Push(vec![
-                            Reply::bulk("pmessage"),
-                            Reply::bulk(p.clone()),
-                            Reply::bulk(channel),
-                            Reply::bulk(message),
-                        ]),
-                        deps.clone(),
-                    ));
+                    self.outbox.push((t, msg.clone(), deps.clone()));
                     n += 1;
                 }
             }
@@ -180,6 +168,8 @@ impl<'a> PubSub<'a> {
 
 #[cfg(test)]
 mod tests {
+    use std::rc::Rc;
+
     use super::*;
 
     #[test]
@@ -201,5 +191,34 @@ mod tests {
         p.unsubscribe(Kind::Channel, b"news", 1);
         assert_eq!(p.channels(false, None), Vec::<Vec<u8>>::new());
         assert_eq!(p.channels(true, Some(b"n*")), [b"news".to_vec()]);
+    }
+
+    #[test]
+    fn a_message_is_encoded_once_and_reads_as_the_push_redis_sends() {
+        let mut p = PubSub::default();
+        p.subscribe(Kind::Channel, b"ch", 1);
+        p.subscribe(Kind::Channel, b"ch", 2);
+        p.subscribe(Kind::Pattern, b"c*", 3);
+        p.publish(false, b"ch", b"a\r\nb", &Deps::default());
+        let out = p.take_outbox();
+        let (Reply::SharedPush(_, a), Reply::SharedPush(_, b)) = (&out[0].1, &out[1].1) else {
+            panic!("not shared: {:?}", out[0].1);
+        };
+        assert!(Rc::ptr_eq(a, b), "one encoding for both subscribers");
+        let plain = |items: &[&[u8]]| Reply::Push(items.iter().map(|i| Reply::bulk(*i)).collect());
+        let want = [
+            plain(&[b"message", b"ch", b"a\r\nb"]),
+            plain(&[b"message", b"ch", b"a\r\nb"]),
+            plain(&[b"pmessage", b"c*", b"ch", b"a\r\nb"]),
+        ];
+        for ((_, got, _), want) in out.iter().zip(&want) {
+            for proto in [2, 3] {
+                let (mut g, mut w) = (Vec::new(), Vec::new());
+                got.encode(&mut g, proto);
+                want.encode(&mut w, proto);
+                assert_eq!(String::from_utf8_lossy(&g), String::from_utf8_lossy(&w));
+            }
+            assert_eq!(format!("{:?}", got.unshared()), format!("{want:?}"));
+        }
     }
 }

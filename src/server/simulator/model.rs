@@ -81,6 +81,7 @@ pub fn normalize(r: &Reply, sorted: Sorted) -> R {
             sorted,
         ),
         Reply::Verbatim(s) => R::Bulk(s.clone().into_bytes()),
+        r @ Reply::SharedPush(..) => normalize(&r.unshared(), sorted),
     }
 }
 
