@@ -34,6 +34,8 @@ mod strings;
 #[cfg(test)]
 pub(crate) mod tests;
 mod zset;
+mod zset_combine;
+mod zset_range;
 
 use std::sync::atomic::Ordering;
 

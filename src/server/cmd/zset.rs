@@ -9,12 +9,13 @@ use crate::server::notify::{GENERIC, ZSET};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use super::zset_range::{Range, RangeQuery};
 use super::{
-    absent, float, integer, mpop_args, not_float, not_integer, random_pick, syntax_error,
-    wrong_type, Res, Writes,
+    absent, float, integer, mpop_args, not_float, not_integer, random_pick, syntax_error, Res,
+    Writes,
 };
 use crate::server::conn::Conn;
-use crate::server::keys::{self, BY_SCORE, MEMBER, SCORED};
+use crate::server::keys::{self, BY_SCORE, SCORED};
 use crate::server::meta::{Meta, Type};
 use crate::server::resp::Reply;
 use crate::server::shard::CHUNK;
@@ -44,7 +45,7 @@ pub fn score_of(v: &[u8]) -> f64 {
         .map_or(0.0, |b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
 }
 
-fn score_bound(arg: &[u8]) -> Res<Bound<f64>> {
+pub(super) fn score_bound(arg: &[u8]) -> Res<Bound<f64>> {
     let bad = || Reply::err("min or max is not a float");
     match arg.first() {
         Some(b'(') => Ok(Bound::Excluded(float(&arg[1..]).ok_or_else(bad)?)),
@@ -52,7 +53,7 @@ fn score_bound(arg: &[u8]) -> Res<Bound<f64>> {
     }
 }
 
-fn lex_bound(arg: &[u8]) -> Res<Bound<Vec<u8>>> {
+pub(super) fn lex_bound(arg: &[u8]) -> Res<Bound<Vec<u8>>> {
     match arg {
         b"-" | b"+" => Ok(Bound::Unbounded),
         [b'[', rest @ ..] => Ok(Bound::Included(rest.to_vec())),
@@ -61,29 +62,12 @@ fn lex_bound(arg: &[u8]) -> Res<Bound<Vec<u8>>> {
     }
 }
 
-/// What a range asks: by rank, score or lex, which way, LIMIT.
-enum Range {
-    Rank(i64, i64),
-    Score(Bound<f64>, Bound<f64>),
-    /// Lex bounds, and whether the range is empty by its ends alone
-    /// ("+" as the lower end or "-" as the upper).
-    Lex(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
-}
-
-struct RangeQuery {
-    range: Range,
-    rev: bool,
-    /// Offset and count (negative: all).
-    limit: Option<(i64, i64)>,
-    scores: bool,
-}
-
 pub(super) type Scored = Vec<(Vec<u8>, f64)>;
 
 /// ZADD's scores and members.
 type Pairs = Vec<(f64, Vec<u8>)>;
 
-fn scored_reply(items: Scored, scores: bool, proto: u8) -> Reply {
+pub(super) fn scored_reply(items: Scored, scores: bool, proto: u8) -> Reply {
     let mut out = Vec::with_capacity(items.len() * (1 + scores as usize));
     for (m, s) in items {
         if scores && proto >= 3 {
@@ -107,21 +91,6 @@ struct AddFlags {
     lt: bool,
     ch: bool,
     incr: bool,
-}
-
-/// How ZUNION, ZINTER and ZDIFF combine.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Combine {
-    Union,
-    Inter,
-    Diff,
-}
-
-#[derive(Clone, Copy)]
-enum Aggregate {
-    Sum,
-    Min,
-    Max,
 }
 
 impl<'a> Conn<'a> {
@@ -284,7 +253,7 @@ impl<'a> Conn<'a> {
 
     /// Members of one score between lex `bounds`, in member order, up to
     /// `limit` (Redis's lex ranges assume every member has one score).
-    fn lex_range(
+    pub(super) fn lex_range(
         &mut self,
         key: &[u8],
         m: &Meta,
@@ -333,7 +302,7 @@ impl<'a> Conn<'a> {
     }
 
     /// Members at ranks `a..=b` (from the lowest score).
-    fn rank_range(&mut self, key: &[u8], m: &Meta, a: u64, b: u64) -> Res<Scored> {
+    pub(super) fn rank_range(&mut self, key: &[u8], m: &Meta, a: u64, b: u64) -> Res<Scored> {
         let from = keys::sub(key, m.version, BY_SCORE, 0);
         let mut got = self.by_score_from(key, m, from, (b + 1) as usize, |_, _| true)?;
         Ok(got.split_off((a as usize).min(got.len())))
@@ -540,144 +509,6 @@ impl<'a> Conn<'a> {
         })
     }
 
-    /// The members a range query selects, in the order asked.
-    fn select(&mut self, key: &[u8], m: &Meta, q: &RangeQuery) -> Res<Scored> {
-        let (offset, count) = q.limit.unwrap_or((0, -1));
-        if offset < 0 || count == 0 {
-            return Ok(vec![]);
-        }
-        let len = m.count() as i64;
-        let mut got = match &q.range {
-            Range::Rank(start, stop) => {
-                let (mut a, mut b) = (*start, *stop);
-                if a < 0 {
-                    a += len;
-                }
-                if b < 0 {
-                    b += len;
-                }
-                a = a.max(0);
-                if a > b || a >= len {
-                    return Ok(vec![]);
-                }
-                b = b.min(len - 1);
-                if q.rev {
-                    let mut r =
-                        self.rank_range(key, m, (len - 1 - b) as u64, (len - 1 - a) as u64)?;
-                    r.reverse();
-                    return Ok(r);
-                }
-                return self.rank_range(key, m, a as u64, b as u64);
-            }
-            Range::Score(lo, hi) => {
-                let want = if q.rev || count < 0 {
-                    usize::MAX
-                } else {
-                    (offset + count) as usize
-                };
-                self.score_range(key, m, &(*lo, *hi), want)?
-            }
-            Range::Lex(lo, hi, ..) => {
-                let want = if q.rev || count < 0 {
-                    usize::MAX
-                } else {
-                    (offset + count) as usize
-                };
-                self.lex_range(key, m, lo, hi, want)?
-            }
-        };
-        if q.rev {
-            got.reverse();
-        }
-        let mut got = got.split_off((offset as usize).min(got.len()));
-        if count >= 0 {
-            got.truncate(count as usize);
-        }
-        Ok(got)
-    }
-
-    /// ZRANGE's arguments from `args[2..]` (start stop [BYSCORE|BYLEX]
-    /// [REV] [LIMIT o c] [WITHSCORES]).
-    fn parse_range(args: &[Vec<u8>], store: bool) -> Res<RangeQuery> {
-        let (start, stop) = (&args[0], &args[1]);
-        let (mut by, mut rev, mut limit, mut scores) = (0u8, false, None, false);
-        let mut i = 2;
-        while i < args.len() {
-            match args[i].to_ascii_lowercase().as_slice() {
-                b"byscore" => by = 1,
-                b"bylex" => by = 2,
-                b"rev" => rev = true,
-                b"withscores" if !store => scores = true,
-                b"limit" if i + 2 < args.len() => {
-                    let (Some(o), Some(c)) = (integer(&args[i + 1]), integer(&args[i + 2])) else {
-                        return Err(not_integer());
-                    };
-                    limit = Some((o, c));
-                    i += 2;
-                }
-                _ => return Err(syntax_error()),
-            }
-            i += 1;
-        }
-        if limit.is_some() && by == 0 {
-            return Err(Reply::err(
-                "syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-            ));
-        }
-        if scores && by == 2 {
-            return Err(Reply::err(
-                "syntax error, WITHSCORES not supported in combination with BYLEX",
-            ));
-        }
-        // With REV the arguments are max then min.
-        let (lo, hi) = if rev { (stop, start) } else { (start, stop) };
-        let range = match by {
-            0 => {
-                let (Some(a), Some(b)) = (integer(start), integer(stop)) else {
-                    return Err(not_integer());
-                };
-                Range::Rank(a, b)
-            }
-            1 => Range::Score(score_bound(lo)?, score_bound(hi)?),
-            _ => {
-                let (l, h) = (lex_bound(lo)?, lex_bound(hi)?);
-                // "-" as the upper end or "+" as the lower: nothing.
-                let empty = lo.as_slice() == b"+" || hi.as_slice() == b"-";
-                Range::Lex(l, h, empty)
-            }
-        };
-        Ok(RangeQuery {
-            range,
-            rev,
-            limit,
-            scores,
-        })
-    }
-
-    fn run_range(&mut self, key: &[u8], q: &RangeQuery) -> Res<Scored> {
-        if let Range::Lex(_, _, true) = q.range {
-            self.zset(key)?;
-            return Ok(vec![]);
-        }
-        let Some(m) = self.zset(key)? else {
-            return Ok(vec![]);
-        };
-        self.select(key, &m, q)
-    }
-
-    fn zrange_command(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
-        let q = Self::parse_range(&args[2..], false)?;
-        let got = self.run_range(&args[1], &q)?;
-        Ok(scored_reply(got, q.scores, self.proto))
-    }
-
-    fn zrangestore(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
-        let (dst, src) = (&args[1], &args[2]);
-        let q = Self::parse_range(&args[3..], true)?;
-        let got = self.run_range(src, &q)?;
-        self.store_scored(dst, got, "zrangestore")
-    }
-
     /// Replaces `dst` (of any type) with sorted set `items`, told as
     /// `event`; the count.
     pub(super) fn store_scored(&mut self, dst: &[u8], items: Scored, event: &str) -> Res<Reply> {
@@ -704,56 +535,6 @@ impl<'a> Conn<'a> {
             self.notify(GENERIC, "del", dst);
         }
         Ok(Reply::Int(n as i64))
-    }
-
-    /// ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX and
-    /// ZREVRANGE, as forms of ZRANGE.
-    fn zrange_old(&mut self, name: &str, args: &[Vec<u8>]) -> Res<Reply> {
-        let mut a: Vec<Vec<u8>> = args[2..4].to_vec();
-        match name {
-            "zrangebyscore" => a.push(b"byscore".to_vec()),
-            "zrevrangebyscore" => a.extend([b"byscore".to_vec(), b"rev".to_vec()]),
-            "zrangebylex" => a.push(b"bylex".to_vec()),
-            "zrevrangebylex" => a.extend([b"bylex".to_vec(), b"rev".to_vec()]),
-            _ => a.push(b"rev".to_vec()),
-        }
-        let rest = &args[4..];
-        let mut i = 0;
-        while i < rest.len() {
-            let opt = rest[i].to_ascii_lowercase();
-            match opt.as_slice() {
-                b"withscores" if !name.ends_with("lex") => a.push(opt),
-                b"limit" if name != "zrevrange" && i + 2 < rest.len() => {
-                    a.extend([opt, rest[i + 1].clone(), rest[i + 2].clone()]);
-                    i += 2;
-                }
-                _ => return Err(syntax_error()),
-            }
-            i += 1;
-        }
-        let q = Self::parse_range(&a, false)?;
-        let got = self.run_range(&args[1], &q)?;
-        Ok(scored_reply(got, q.scores, self.proto))
-    }
-
-    fn zcount(&mut self, key: &[u8], min: &[u8], max: &[u8], lex: bool) -> Res<Reply> {
-        let q = if lex {
-            let empty = min == b"+" || max == b"-";
-            RangeQuery {
-                range: Range::Lex(lex_bound(min)?, lex_bound(max)?, empty),
-                rev: false,
-                limit: None,
-                scores: false,
-            }
-        } else {
-            RangeQuery {
-                range: Range::Score(score_bound(min)?, score_bound(max)?),
-                rev: false,
-                limit: None,
-                scores: false,
-            }
-        };
-        Ok(Reply::Int(self.run_range(key, &q)?.len() as i64))
     }
 
     /// Pops up to `count` members with the lowest (or highest) scores.
@@ -864,125 +645,6 @@ impl<'a> Conn<'a> {
         Ok(Reply::Int(got.len() as i64))
     }
 
-    /// A sorted set or a set (scores of 1) named as an input of ZUNION and
-    /// the rest; a missing key is empty.
-    fn scored_input(&mut self, key: &[u8]) -> Res<Option<Scored>> {
-        match self.lookup(key)? {
-            None => Ok(None),
-            Some(m) if m.kind == Type::ZSet => Ok(Some(self.all_scored(key, &m)?)),
-            Some(m) if m.kind == Type::Set => Ok(Some(
-                self.elements(key, m.version, MEMBER, usize::MAX)?
-                    .into_iter()
-                    .map(|(mem, _)| (super::sets::member_of(&mem).to_vec(), 1.0))
-                    .collect(),
-            )),
-            Some(_) => Err(wrong_type()),
-        }
-    }
-
-    fn zcombine(&mut self, name: &str, store: Option<&Vec<u8>>, args: &[Vec<u8>]) -> Res<Reply> {
-        let op = match name.trim_end_matches("store") {
-            "zunion" => Combine::Union,
-            "zinter" => Combine::Inter,
-            _ => Combine::Diff,
-        };
-        let n = match integer(&args[0]) {
-            Some(n) if n > 0 => n as usize,
-            Some(_) if store.is_some() => {
-                return Err(Reply::err(format!(
-                    "at least 1 input key is needed for '{name}' command"
-                )))
-            }
-            Some(_) => {
-                return Err(Reply::err(format!(
-                    "at least 1 input key is needed for '{name}' command"
-                )))
-            }
-            None => return Err(not_integer()),
-        };
-        if args.len() < n + 1 {
-            return Err(syntax_error());
-        }
-        let names = &args[1..=n];
-        let mut weights = vec![1.0; n];
-        let mut agg = Aggregate::Sum;
-        let mut scores = false;
-        let mut i = n + 1;
-        while i < args.len() {
-            match args[i].to_ascii_lowercase().as_slice() {
-                b"weights" if op != Combine::Diff && i + n < args.len() => {
-                    for (j, w) in weights.iter_mut().enumerate() {
-                        *w = float(&args[i + 1 + j])
-                            .ok_or_else(|| Reply::err("weight value is not a float"))?;
-                    }
-                    i += n;
-                }
-                b"aggregate" if op != Combine::Diff && i + 1 < args.len() => {
-                    agg = match args[i + 1].to_ascii_lowercase().as_slice() {
-                        b"sum" => Aggregate::Sum,
-                        b"min" => Aggregate::Min,
-                        b"max" => Aggregate::Max,
-                        _ => return Err(syntax_error()),
-                    };
-                    i += 1;
-                }
-                b"withscores" if store.is_none() => scores = true,
-                _ => return Err(syntax_error()),
-            }
-            i += 1;
-        }
-        if let Some(d) = store {
-            self.check_key(d)?;
-        }
-        for k in names {
-            self.check_key(k)?;
-        }
-        let mut inputs = Vec::with_capacity(n);
-        for k in names {
-            inputs.push(self.scored_input(k)?);
-        }
-        let result = combine(op, agg, &weights, inputs);
-        match store {
-            Some(dst) => self.store_scored(dst, result, name),
-            None => Ok(scored_reply(result, scores, self.proto)),
-        }
-    }
-
-    fn zintercard(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
-        let n = match integer(&args[0]) {
-            Some(n) if n > 0 => n as usize,
-            Some(0) => {
-                return Err(Reply::err(
-                    "at least 1 input key is needed for 'zintercard' command",
-                ))
-            }
-            _ => return Err(Reply::err("numkeys should be greater than 0")),
-        };
-        if args.len() < n + 1 {
-            return Err(Reply::err(
-                "Number of keys can't be greater than number of args",
-            ));
-        }
-        let limit = match &args[n + 1..] {
-            [] => 0,
-            [opt, v] if opt.eq_ignore_ascii_case(b"limit") => match integer(v) {
-                Some(l) if l >= 0 => l as usize,
-                _ => return Err(Reply::err("LIMIT can't be negative")),
-            },
-            _ => return Err(syntax_error()),
-        };
-        let mut inputs = Vec::with_capacity(n);
-        for k in &args[1..=n] {
-            self.check_key(k)?;
-            inputs.push(self.scored_input(k)?);
-        }
-        let mut c = combine(Combine::Inter, Aggregate::Sum, &vec![1.0; n], inputs).len();
-        if limit > 0 {
-            c = c.min(limit);
-        }
-        Ok(Reply::Int(c as i64))
-    }
-
     fn zrandmember(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let key = &args[1];
         let (count, scores) = match &args[2..] {
@@ -1010,69 +672,6 @@ impl<'a> Conn<'a> {
         }
         Ok(scored_reply(picked, scores, self.proto))
     }
-}
-
-fn combine(op: Combine, agg: Aggregate, weights: &[f64], inputs: Vec<Option<Scored>>) -> Scored {
-    let mut acc: BTreeMap<Vec<u8>, f64> = BTreeMap::new();
-    let apply = |a: f64, b: f64| {
-        let r = match agg {
-            Aggregate::Sum => a + b,
-            Aggregate::Min => a.min(b),
-            Aggregate::Max => a.max(b),
-        };
-        if r.is_nan() {
-            0.0
-        } else {
-            r
-        }
-    };
-    let weighted = |s: f64, w: f64| {
-        let r = s * w;
-        if r.is_nan() {
-            0.0
-        } else {
-            r
-        }
-    };
-    for (i, input) in inputs.into_iter().enumerate() {
-        let items = input.unwrap_or_default();
-        match op {
-            Combine::Union => {
-                for (mem, s) in items {
-                    let s = weighted(s, weights[i]);
-                    acc.entry(mem)
-                        .and_modify(|a| *a = apply(*a, s))
-                        .or_insert(s);
-                }
-            }
-            Combine::Inter => {
-                let next: BTreeMap<Vec<u8>, f64> = items
-                    .into_iter()
-                    .map(|(m, s)| (m, weighted(s, weights[i])))
-                    .collect();
-                if i == 0 {
-                    acc = next;
-                } else {
-                    acc = acc
-                        .into_iter()
-                        .filter_map(|(m, a)| next.get(&m).map(|s| (m, apply(a, *s))))
-                        .collect();
-                }
-            }
-            Combine::Diff => {
-                if i == 0 {
-                    acc = items.into_iter().collect();
-                } else {
-                    for (m, _) in items {
-                        acc.remove(&m);
-                    }
-                }
-            }
-        }
-    }
-    let mut out: Scored = acc.into_iter().collect();
-    out.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-    out
 }
 
 #[cfg(test)]
