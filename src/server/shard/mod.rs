@@ -213,6 +213,11 @@ struct Dirty<'a> {
 pub struct Shard<'a> {
     engine: &'a ServerEngine,
     dirty: RefCell<BTreeMap<Vec<u8>, Dirty<'a>>>,
+    /// Keys whose last write failed after its reply went out (`none` and
+    /// `async`, which no reply waits for), and why: the engine holds what
+    /// was there before, which the client was told is gone, so a read of
+    /// them is that error until a write of them is in.
+    lost: RefCell<BTreeMap<Vec<u8>, String>>,
     /// Ranges of keys known to hold no live key, for scans to skip.
     gaps: RefCell<Gaps<'a>>,
     /// Batches of the turn under way, in order.
@@ -250,6 +255,13 @@ pub struct Shard<'a> {
     notify: RefCell<Option<Arc<dyn Notify>>>,
 }
 
+/// The error of a read of a key whose acknowledged write failed.
+fn lost_write(why: &str) -> EngineError {
+    EngineError::Failed(format!(
+        "a write of this key that was acknowledged before it was durable failed: {why}"
+    ))
+}
+
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
 fn dirty_bytes(key: &[u8], value: Option<&Rc<Vec<u8>>>) -> usize {
     key.len() + value.map_or(0, |v| v.len()) + 64
@@ -261,6 +273,7 @@ impl<'a> Shard<'a> {
         Shard {
             engine,
             dirty: RefCell::new(BTreeMap::new()),
+            lost: RefCell::default(),
             gaps: RefCell::default(),
             open: RefCell::new(Vec::new()),
             flight: RefCell::new(VecDeque::new()),
@@ -425,6 +438,9 @@ impl<'a> Shard<'a> {
         if let Some(d) = self.dirty.borrow().get(key) {
             deps.merge(&d.deps);
             return Ok(d.value.clone());
+        }
+        if let Some(why) = self.lost.borrow().get(key) {
+            return Err(lost_write(why));
         }
         if let Some(row) = self.rows.get(key) {
             return Ok(row);
@@ -665,7 +681,12 @@ impl<'a> Shard<'a> {
                 earlier = true;
                 return true;
             }
-            let failed = b.settle().is_err();
+            let failure = b.settle().err();
+            let failed = failure.is_some();
+            // A failed `none` or `async` write was acknowledged before it
+            // failed: its keys must not read as the engine has them.
+            let unwaited = matches!(b.level, Durability::None | Durability::Async);
+            let mut lost = self.lost.borrow_mut();
             // Batches of one turn at two levels may depend on each other
             // (a command at one level read a key written at the other):
             // the references go with the batch, so neither outlives it.
@@ -675,6 +696,15 @@ impl<'a> Shard<'a> {
                 match dirty.entry(k) {
                     Entry::Occupied(e) if Rc::ptr_eq(&e.get().batch, b) => {
                         let (k, d) = e.remove_entry();
+                        match &failure {
+                            Some(why) if unwaited => {
+                                lost.insert(k.clone(), why.clone());
+                            }
+                            Some(_) => {}
+                            None => {
+                                lost.remove(&k);
+                            }
+                        }
                         self.dirty_bytes
                             .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
                         if failed {
@@ -685,8 +715,13 @@ impl<'a> Shard<'a> {
                             self.rows.put(k, d.value);
                         }
                     }
-                    // A later write of the key is dirty; it replaces the row.
-                    Entry::Occupied(_) => {}
+                    // A later write of the key is dirty; it replaces the row
+                    // (and ends the loss, once it is in).
+                    Entry::Occupied(e) => {
+                        if let (Some(why), true) = (&failure, unwaited) {
+                            lost.insert(e.key().clone(), why.clone());
+                        }
+                    }
                     Entry::Vacant(e) => {
                         if !failed {
                             // Its insert may have changed what the engine
@@ -699,6 +734,18 @@ impl<'a> Shard<'a> {
             }
             false
         });
+    }
+
+    /// The error of a scan of `[start, end)` if a key in it is lost (see
+    /// the `lost` field).
+    fn lost_in(&self, start: &[u8], end: Option<&[u8]>) -> Option<EngineError> {
+        let lost = self.lost.borrow();
+        if lost.is_empty() {
+            return None;
+        }
+        let upto = end.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let mut hit = lost.range::<[u8], _>((std::ops::Bound::Included(start), upto));
+        hit.next().map(|(_, why)| lost_write(why))
     }
 
     /// Dirty keys, and the bytes they hold (keys, values and overhead).

@@ -21,6 +21,9 @@ impl<'a> Shard<'a> {
         limit: usize,
         deps: &mut Deps<'a>,
     ) -> Result<Found, EngineError> {
+        if let Some(e) = self.lost_in(start, end) {
+            return Err(e);
+        }
         let mut from = start.to_vec();
         // Only bounded scans use and learn empty ranges (see `gaps`).
         if let Some(end) = end {

@@ -370,3 +370,58 @@ fn a_scan_skips_the_deletes_an_earlier_scan_passed_and_waits_for_them_still() {
     settle(&shard, &d);
     drain(&shard);
 }
+
+#[test]
+fn a_failed_write_no_reply_waited_for_is_an_error_to_read_not_the_value_before() {
+    let engine = testing::any_engine();
+    engine
+        .write_batch(&[(&b"k"[..], Some(&b"old"[..]))], None)
+        .unwrap();
+    let shard = Shard::new(&engine, 1 << 20);
+    assert_eq!(
+        shard.get(b"k", &mut Deps::default()).unwrap(),
+        Some(b"old".to_vec())
+    );
+    for level in [Durability::None, Durability::Async] {
+        // The batch fails (another write of it has a key over the
+        // engine's limit), after its reply went out: nothing waits for it.
+        let mut w = Deps::default();
+        let writes = vec![put("k", "told"), (vec![b'x'; 4000], Some(b"y".to_vec()))];
+        shard.write(level, writes, &mut w);
+        assert!(w.ready());
+        assert_eq!(
+            shard.get(b"k", &mut Deps::default()).unwrap(),
+            Some(b"told".to_vec())
+        );
+        shard.submit(&notify());
+        drain(&shard);
+        // Not "old", which the client was told is gone: an error.
+        assert!(shard.get(b"k", &mut Deps::default()).is_err(), "{level:?}");
+        assert!(shard
+            .scan(b"k", Some(b"l"), 10, &mut Deps::default())
+            .is_err());
+        assert_eq!(
+            shard
+                .scan(b"l", Some(b"m"), 10, &mut Deps::default())
+                .unwrap(),
+            vec![]
+        );
+    }
+    // A write of it that is in ends the loss.
+    let mut w = Deps::default();
+    shard.write(Durability::Sync, vec![put("k", "new")], &mut w);
+    shard.submit(&notify());
+    settle(&shard, &w);
+    drain(&shard);
+    assert_eq!(
+        shard.get(b"k", &mut Deps::default()).unwrap(),
+        Some(b"new".to_vec())
+    );
+    assert_eq!(
+        shard
+            .scan(b"k", Some(b"l"), 10, &mut Deps::default())
+            .unwrap()
+            .len(),
+        1
+    );
+}
