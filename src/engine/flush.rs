@@ -278,7 +278,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         self.settle_rejoined()?;
         self.counters.flush.flushes.fetch_add(1, Ordering::Relaxed);
         self.count_flush(&devs, bytes, started);
-        if files > self.opts.compact_at {
+        if files > self.opts.compact_at || region.passed.purging() {
             self.sched.push_compaction(r);
         }
         Ok(false)
@@ -353,7 +353,7 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
             .partial_entries
             .fetch_add(entries, Ordering::Relaxed);
         self.count_flush(&devs, bytes, started);
-        if files > self.opts.compact_at {
+        if files > self.opts.compact_at || region.passed.purging() {
             self.sched.push_compaction(r);
         }
         Ok(true)
@@ -521,7 +521,9 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
         let short = inputs
             .iter()
             .any(|t| t.file.places().count() < self.opts.file_copies.min(sound));
-        if inputs.len() < 2 && !short {
+        // A purge (see `purge`) rewrites even one file, for its deletes.
+        let purge = region.passed.take();
+        if inputs.is_empty() || (inputs.len() < 2 && !short && !purge) {
             return Ok(());
         }
         // The merged file holds at most what its inputs hold; the extra

@@ -129,13 +129,22 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         }
         let mut merge = Merge::new(sources)?;
         let added = out.len();
+        let mut passed = 0;
         while out.len() - added < limit {
             let Some(e) = merge.next()? else { break };
             match e.kind {
                 EntryKind::Put => out.push((e.key, e.value)),
-                EntryKind::Delete if out.is_empty() => *deleted += 1,
-                EntryKind::Delete => {}
+                EntryKind::Delete => {
+                    passed += 1;
+                    if out.is_empty() {
+                        *deleted += 1;
+                    }
+                }
             }
+        }
+        let found = (out.len() - added) as u64;
+        if self.inner.region[r].passed.record(passed, found) {
+            self.inner.purge(r);
         }
         Ok(())
     }

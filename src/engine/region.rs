@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
 
+use super::purge::Passed;
 use super::store::TableHandle;
 use crate::device::Device;
 use crate::memstore::Memstore;
@@ -28,6 +29,8 @@ pub struct RegionState<D: Device<Queue: Send>> {
 pub struct Region<D: Device<Queue: Send>> {
     state: Mutex<RegionState<D>>,
     view: ArcSwap<View<D>>,
+    /// What its scans passed, and whether a purge is asked for.
+    pub passed: Passed,
 }
 
 impl<D: Device<Queue: Send>> Region<D> {
@@ -41,6 +44,7 @@ impl<D: Device<Queue: Send>> Region<D> {
         Region {
             state: Mutex::new(state),
             view,
+            passed: Passed::default(),
         }
     }
 

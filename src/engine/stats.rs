@@ -18,6 +18,8 @@ pub(super) struct Counters {
     pub gets: AtomicU64,
     pub scans: AtomicU64,
     pub freezes: AtomicU64,
+    /// Regions purged because their scans kept passing deletes.
+    pub purges: AtomicU64,
     /// Block files read for a key their bloom filter let through but did
     /// not hold.
     pub bloom_false: AtomicU64,
@@ -31,6 +33,7 @@ impl Counters {
             gets: AtomicU64::new(0),
             scans: AtomicU64::new(0),
             freezes: AtomicU64::new(0),
+            purges: AtomicU64::new(0),
             bloom_false: AtomicU64::new(0),
             flush: FlushCounters::new(data_devices, flush_reactors),
         }
@@ -44,6 +47,8 @@ pub struct EngineStats {
     pub gets: u64,
     pub scans: u64,
     pub freezes: u64,
+    /// Regions purged because their scans kept passing deletes.
+    pub purges: u64,
     pub flushes: u64,
     /// Passes that flushed part of a memstore, up to the written LSN of a
     /// full log, while some of its writes waited for log space.
@@ -180,6 +185,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             gets: load(&c.gets),
             scans: load(&c.scans),
             freezes: load(&c.freezes),
+            purges: load(&c.purges),
             flushes: load(&c.flush.flushes),
             partial_flushes: load(&c.flush.partial),
             partial_entries: load(&c.flush.partial_entries),

@@ -6,6 +6,7 @@ mod engine_env;
 
 mod copies;
 mod file_copies;
+mod purge;
 mod scrubber;
 
 use std::collections::BTreeMap;
