@@ -171,6 +171,25 @@ pub fn mpop_args(args: &[Vec<u8>]) -> Res<Mpop<'_>> {
     Ok((&args[1..=n], &args[n + 1], count))
 }
 
+/// SINTERCARD's and ZINTERCARD's arguments after `numkeys` (`n`, read
+/// already): the keys, and LIMIT (0: none).
+fn intercard_args(args: &[Vec<u8>], n: usize) -> Res<(&[Vec<u8>], usize)> {
+    if args.len() < n + 1 {
+        return Err(Reply::err(
+            "Number of keys can't be greater than number of args",
+        ));
+    }
+    let limit = match &args[n + 1..] {
+        [] => 0,
+        [opt, v] if opt.eq_ignore_ascii_case(b"limit") => match integer(v) {
+            Some(l) if l >= 0 => l as usize,
+            _ => return Err(Reply::err("LIMIT can't be negative")),
+        },
+        _ => return Err(syntax_error()),
+    };
+    Ok((&args[1..=n], limit))
+}
+
 /// SCAN's and SSCAN's `MATCH p` and `COUNT n` (10 by default), after the
 /// cursor; `TYPE t` too where `kind` is given.
 pub fn scan_options(

@@ -125,21 +125,9 @@ impl<'a> Conn<'a> {
             }
             _ => return Err(Reply::err("numkeys should be greater than 0")),
         };
-        if args.len() < n + 1 {
-            return Err(Reply::err(
-                "Number of keys can't be greater than number of args",
-            ));
-        }
-        let limit = match &args[n + 1..] {
-            [] => 0,
-            [opt, v] if opt.eq_ignore_ascii_case(b"limit") => match integer(v) {
-                Some(l) if l >= 0 => l as usize,
-                _ => return Err(Reply::err("LIMIT can't be negative")),
-            },
-            _ => return Err(syntax_error()),
-        };
+        let (names, limit) = super::intercard_args(args, n)?;
         let mut inputs = Vec::with_capacity(n);
-        for k in &args[1..=n] {
+        for k in names {
             self.check_key(k)?;
             inputs.push(self.scored_input(k)?);
         }
