@@ -513,6 +513,12 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
         "Memstores frozen.",
         s.freezes,
     );
+    t.single(
+        "delete_purges_total",
+        "counter",
+        "Regions flushed and compacted because their scans kept passing deletes.",
+        s.purges,
+    );
 
     // Flushes and compactions.
     t.family(
