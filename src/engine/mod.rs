@@ -55,7 +55,9 @@
 //! `async` write is inserted once it has an LSN) records nothing and is
 //! queued again for a pass.
 
+mod compact;
 mod error;
+mod file_write;
 mod filter;
 mod flush;
 mod open;
