@@ -7,20 +7,23 @@ use std::sync::{Arc, Mutex, Weak};
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
-use nohash_hasher::IntMap;
+use nohash_hasher::IntSet;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::admission::{Admission, Inserter, TRIM_AT};
-use super::versioned::{prefix, KeyProbe, Probe, Versioned};
+use super::chain::{Chain, Version};
+use super::key::{prefix, run_cmp, KeyProbe, MapKey, Prefix, Probe};
 use crate::record::Record;
 use crate::table::{Entry, EntryKind};
 
-/// Bytes an entry costs beyond its key and value: its share of the B-tree
-/// node (an 88-byte slot, nodes about three quarters full: the key's
-/// 40-byte inline prefix, its shared record's handle, the version and the
-/// kind), and allocator rounding. Key and value share one buffer per group
-/// of writes, whose header this leaves out, as it leaves out the key's
-/// hash in the set of keys held (about 16 bytes a key, not a version).
+/// Bytes a version costs beyond its key and value: its share of the
+/// B-tree node (a 64-byte key with its 40-byte inline prefix, and a
+/// 56-byte chain holding one version: its shared record's handle, its LSN
+/// and kind; nodes about three quarters full), and allocator rounding.
+/// Key and value share one buffer per group of writes, whose header this
+/// leaves out, as it leaves out the key's hash in the set of keys held
+/// (about 16 bytes a key, not a version) and a long key's copy of its
+/// bytes past the prefix.
 pub const ENTRY_OVERHEAD: u64 = 120;
 
 /// What an entry of `key_len` and `value_len` bytes is charged.
@@ -28,37 +31,10 @@ pub fn entry_bytes(key_len: usize, value_len: usize) -> u64 {
     key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
 }
 
-/// Removes the versions of `entry`'s key older than it from `map`, and
-/// returns the bytes they were charged.
-fn drop_older(map: &mut BTreeMap<Versioned, EntryKind>, entry: &Versioned) -> u64 {
-    // The key's versions below this one: a range that ends at the key's
-    // oldest possible version, so both of its ends are found by one
-    // descent of the tree.
-    let oldest = KeyProbe {
-        prefix: entry.prefix,
-        key: entry.key(),
-        version: 0,
-    };
-    let older: Vec<(u64, usize)> = map
-        .range::<dyn Probe, _>((
-            Bound::Excluded(entry as &dyn Probe),
-            Bound::Included(&oldest as &dyn Probe),
-        ))
-        .map(|(v, _)| (v.version.0, v.record.value_len()))
-        .collect();
-    let mut freed = 0;
-    for (version, value_len) in older {
-        let probe = KeyProbe { version, ..oldest };
-        map.remove(&probe as &dyn Probe);
-        freed += entry_bytes(entry.key().len(), value_len);
-    }
-    freed
+/// What a version is charged.
+fn version_bytes(v: &Version) -> u64 {
+    entry_bytes(v.record.key_len(), v.record.value_len())
 }
-
-/// The versions of a key at which a durable write of it drops the older
-/// ones: a key written again and again (a counter, a collection's size)
-/// holds at most this many, and one written a few times pays nothing.
-const SHED_AT: u32 = 8;
 
 /// One region's memstore.
 ///
@@ -105,16 +81,16 @@ pub struct Memstore {
     admissions: Mutex<(Vec<Arc<Admission>>, usize)>,
 }
 
-/// The memstore's map: every version kept, and how many each key has.
+/// The memstore's map: each key's versions, and the hashes of the keys.
 #[derive(Default)]
 struct Tree {
-    versions: BTreeMap<Versioned, EntryKind>,
-    /// The versions of each key, by the key's 64-bit hash: a durable
-    /// write looks for the older versions of its key only once there are
-    /// [`SHED_AT`] of them. Looking at every write, a search of the tree
-    /// that mostly found nothing, cost ZADD a fifth of its server CPU.
-    /// A lookup of a key whose hash is not here ends without a search.
-    counts: IntMap<u64, u32>,
+    keys: BTreeMap<MapKey, Chain>,
+    /// The 64-bit hash of every key in `keys`. A lookup of a key whose
+    /// hash is not here ends without a search, and an insert of one goes
+    /// straight in.
+    hashes: IntSet<u64>,
+    /// Versions held, in every chain.
+    versions: u64,
 }
 
 /// While alive, no version leaves the memstore ([`Memstore::keep_versions`]).
@@ -224,15 +200,17 @@ impl Memstore {
     /// under one lock of the map, and empties `run`.
     ///
     /// `durable`: the writes are logged and durable (acknowledged at
-    /// `sync`). Then the older versions of a key that has [`SHED_AT`]
-    /// are dropped, and the bytes they were charged returned: no read sees them, a flush
+    /// `sync`). Then the older versions of each key are dropped, and the
+    /// bytes they were charged returned: no read sees them, a flush
     /// writes the newest version, and a pass over a full log up to an LSN
     /// below this write's may leave the key out, since the log keeps this
     /// write for the replay after it. A version shadowed by a write a
     /// power cut can still lose (`write`, `async`) stays: after such a
     /// crash it is the key's value again. A key written again and again
-    /// (a counter, a collection's size) so holds a few entries, not one
-    /// per write.
+    /// (a counter, a collection's size) so holds one version, replaced
+    /// where it is: one search of the map per write, where inserting a
+    /// version and dropping the older ones every few writes took two
+    /// searches and a removal (a sixth of INCR's server CPU).
     pub fn insert_records(
         &self,
         run: &mut Vec<(Record, u64, EntryKind)>,
@@ -243,14 +221,13 @@ impl Memstore {
             return 0;
         }
         let (mut max, mut keys, mut values) = (0, 0, 0);
-        let mut entries: Vec<(Versioned, EntryKind, u64)> = run
+        let mut entries: Vec<(Prefix, Version)> = run
             .drain(..)
-            .map(|(record, version, kind)| {
-                max = max.max(version);
+            .map(|(record, lsn, kind)| {
+                max = max.max(lsn);
                 keys += record.key_len() as u64;
                 values += record.value_len() as u64;
-                let hash = xxh3_64(record.key());
-                (Versioned::new(record, version), kind, hash)
+                (prefix(record.key()), Version { lsn, record, kind })
             })
             .collect();
         if logged && max > self.max_lsn.load(Ordering::Relaxed) {
@@ -268,37 +245,45 @@ impl Memstore {
         // so each comparison reads the key) went to a node missing the
         // cache at every level. Sorted before the lock is taken, and
         // stably: unlogged writes of one key and version stay in order.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.sort_by(run_cmp);
         let mut freed = 0;
         if durable {
             // Versions of a key sort newest first: the first one stays.
             entries.dedup_by(|later, first| {
-                let same = later.0.prefix == first.0.prefix && later.0.key() == first.0.key();
+                let same = later.0 == first.0 && later.1.record.key() == first.1.record.key();
                 if same {
-                    freed += entry_bytes(later.0.key().len(), later.0.record.value_len());
+                    freed += version_bytes(&later.1);
                 }
                 same
             });
         }
         let mut tree = self.map.write().expect("memstore lock");
         let Tree {
-            versions: map,
-            counts: known,
+            keys: map,
+            hashes,
+            versions,
         } = &mut *tree;
         let shed = durable && !self.passing.load(Ordering::SeqCst);
-        for (entry, kind, hash) in entries {
-            if !logged {
-                // Unlogged writes share a version: the later one replaces
-                // the earlier, record (key and value) and all.
-                map.remove(&entry);
+        for (prefix, version) in entries {
+            let key = version.record.key();
+            let hash = xxh3_64(key);
+            let chain = match hashes.insert(hash) {
+                // A key not held yet (its hash is new): no search for it.
+                true => None,
+                false => map.get_mut(&KeyProbe { prefix, key } as &dyn Probe),
+            };
+            let Some(chain) = chain else {
+                map.insert(MapKey::new(prefix, key), Chain::One(version));
+                *versions += 1;
+                continue;
+            };
+            if shed {
+                let (gained, bytes) = chain.insert_durable(version, version_bytes);
+                *versions = versions.wrapping_add_signed(gained);
+                freed += bytes;
+            } else {
+                *versions += chain.insert(version);
             }
-            let versions = known.entry(hash).or_insert(0);
-            *versions += 1;
-            if shed && *versions >= SHED_AT {
-                freed += drop_older(map, &entry);
-                *versions = 1;
-            }
-            map.insert(entry, kind);
         }
         freed
     }
@@ -320,10 +305,10 @@ impl Memstore {
 
     /// The newest version of `key`, a tombstone included.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        self.newest(key, |v, kind| Entry {
+        self.newest(key, |v| Entry {
             key: key.to_vec(),
-            lsn: v.version.0,
-            kind,
+            lsn: v.lsn,
+            kind: v.kind,
             value: v.record.value().to_vec(),
         })
     }
@@ -331,30 +316,21 @@ impl Memstore {
     /// The newest version of `key` (a tombstone included): its kind and a
     /// copy of its value, and no copy of the key.
     pub fn get_value(&self, key: &[u8]) -> Option<(EntryKind, Vec<u8>)> {
-        self.newest(key, |v, kind| (kind, v.record.value().to_vec()))
+        self.newest(key, |v| (v.kind, v.record.value().to_vec()))
     }
 
     /// A key whose hash was never counted has no version here: most
     /// lookups (a write's read of a key or element it creates, a read of a
     /// key in the region's other memstores) end at that probe instead of a
     /// search of the whole tree.
-    fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Versioned, EntryKind) -> T) -> Option<T> {
+    fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Version) -> T) -> Option<T> {
         let hash = xxh3_64(key);
-        let probe = KeyProbe {
-            prefix: prefix(key),
-            key,
-            version: u64::MAX,
-        };
-        let probe: &dyn Probe = &probe;
         let tree = self.map.read().expect("memstore lock");
-        if !tree.counts.contains_key(&hash) {
+        if !tree.hashes.contains(&hash) {
             return None;
         }
-        let map = &tree.versions;
-        let (v, kind) = map
-            .range::<dyn Probe, _>((Bound::Included(probe), Bound::Unbounded))
-            .next()?;
-        (v.key() == key).then(|| f(v, *kind))
+        let chain = tree.keys.get(&KeyProbe::new(key) as &dyn Probe)?;
+        Some(f(chain.newest()))
     }
 
     /// Up to `max` entries, the newest version of each key, from `from`
@@ -366,7 +342,8 @@ impl Memstore {
         to: Option<&[u8]>,
         max: usize,
     ) -> Vec<Entry> {
-        let probe = Versioned::new(Record::new(from, &[]), if after { 0 } else { u64::MAX });
+        let probe = KeyProbe::new(from);
+        let probe: &dyn Probe = &probe;
         let start = if after {
             Bound::Excluded(probe)
         } else {
@@ -374,25 +351,16 @@ impl Memstore {
         };
         let mut out: Vec<Entry> = Vec::new();
         let tree = self.map.read().expect("memstore lock");
-        let map = &tree.versions;
-        for (v, kind) in map.range((start, Bound::Unbounded)) {
-            let k = v.key();
-            if to.is_some_and(|to| k >= to) {
-                break;
-            }
-            if after && k == from {
-                continue;
-            }
-            if out.last().is_some_and(|last| last.key == k) {
-                continue;
-            }
-            if out.len() == max {
+        for (_, chain) in tree.keys.range::<dyn Probe, _>((start, Bound::Unbounded)) {
+            let v = chain.newest();
+            let k = v.record.key();
+            if to.is_some_and(|to| k >= to) || out.len() == max {
                 break;
             }
             out.push(Entry {
                 key: k.to_vec(),
-                lsn: v.version.0,
-                kind: *kind,
+                lsn: v.lsn,
+                kind: v.kind,
                 value: v.record.value().to_vec(),
             });
         }
@@ -426,19 +394,14 @@ impl Memstore {
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let tree = self.map.read().expect("memstore lock");
-        let map = &tree.versions;
-        let mut prev: Option<&Versioned> = None;
-        for (v, kind) in map.iter() {
-            if v.version.0 > upto
-                || prev.is_some_and(|p| p.prefix == v.prefix && p.key() == v.key())
-            {
+        for chain in tree.keys.values() {
+            let Some(v) = chain.newest_upto(upto) else {
+                continue;
+            };
+            if above.is_some_and(|a| v.lsn <= a) {
                 continue;
             }
-            prev = Some(v);
-            if above.is_some_and(|a| v.version.0 <= a) {
-                continue;
-            }
-            f(v.key(), v.version.0, *kind, v.record.value())?;
+            f(v.record.key(), v.lsn, v.kind, v.record.value())?;
         }
         Ok(())
     }
@@ -542,7 +505,7 @@ impl Memstore {
     pub fn stats(&self) -> MemstoreStats {
         MemstoreStats {
             bytes: self.bytes(),
-            entries: self.map.read().expect("memstore lock").versions.len() as u64,
+            entries: self.map.read().expect("memstore lock").versions,
             pending: self.pending(),
             max_lsn: self.max_lsn(),
         }
@@ -652,36 +615,46 @@ mod tests {
         };
         // Not durable (`write`, `async`): every version stays, since a
         // power cut may still take the newer one.
-        for v in 1..SHED_AT as u64 {
+        for v in 1..8 {
             assert_eq!(run(&[(b"k", v)], false), 0);
         }
         assert_eq!(run(&[(b"j", 50)], true), 0);
-        assert_eq!(m.stats().entries, SHED_AT as u64);
-        // The durable write that makes SHED_AT versions drops the older
-        // ones, and their charge comes back.
-        let older = SHED_AT as u64 - 1;
-        assert_eq!(run(&[(b"k", 60)], true), older * entry_bytes(1, 2));
+        assert_eq!(m.stats().entries, 8);
+        // A durable write drops the older versions, and their charge
+        // comes back.
+        assert_eq!(run(&[(b"k", 60)], true), 7 * entry_bytes(1, 2));
         assert_eq!(m.stats().entries, 2);
         assert_eq!(m.get(b"k").unwrap().lsn, 60);
-        // Two writes of a key in one durable run keep the newer; a key
-        // with fewer versions keeps them (nothing is looked for).
-        assert_eq!(run(&[(b"k", 62), (b"k", 61)], true), entry_bytes(1, 2));
-        assert_eq!(m.stats().entries, 3);
+        // Two writes of a key in one durable run keep the newer.
+        assert_eq!(run(&[(b"k", 62), (b"k", 61)], true), 2 * entry_bytes(1, 2));
+        assert_eq!(m.stats().entries, 2);
         assert_eq!(m.get(b"k").unwrap().lsn, 62);
         // Another key's versions, before or after it, stay.
         assert_eq!(m.get(b"j").unwrap().lsn, 50);
         // Every version inserted is still counted for the flush's bound.
-        assert_eq!(m.inserted_totals().0, SHED_AT as u64 + 3);
+        assert_eq!(m.inserted_totals().0, 11);
         // While a pass walks the memstore, every version stays.
         let keep = m.keep_versions();
-        for v in 70..70 + SHED_AT as u64 {
+        for v in 70..78 {
             assert_eq!(run(&[(b"k", v)], true), 0);
         }
         drop(keep);
-        assert_eq!(m.stats().entries, 3 + SHED_AT as u64);
-        let older = 2 + SHED_AT as u64;
-        assert_eq!(run(&[(b"k", 90)], true), older * entry_bytes(1, 2));
+        assert_eq!(m.stats().entries, 10);
+        assert_eq!(run(&[(b"k", 90)], true), 9 * entry_bytes(1, 2));
         assert_eq!(m.stats().entries, 2);
+        // A durable write below a newer version that is not durable
+        // drops only what is older than itself.
+        assert_eq!(run(&[(b"k", 95)], false), 0);
+        assert_eq!(run(&[(b"k", 92)], true), entry_bytes(1, 2));
+        assert_eq!(m.stats().entries, 3);
+        assert_eq!(m.get(b"k").unwrap().lsn, 95);
+        let mut upto = Vec::new();
+        m.for_each_newest_upto::<()>(93, |k, v, _, _| {
+            upto.push((k.to_vec(), v));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(upto, vec![(b"j".to_vec(), 50), (b"k".to_vec(), 92)]);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Memstores: the sorted in-memory maps writes land in after the WAL, their
 //! memory accounting, and the global limit that makes writers wait.
 //!
-//! - [`Memstore`]: one region's map of `(key, version)` to a value or a
-//!   tombstone: a B-tree behind a reader-writer lock. Writers insert runs
+//! - [`Memstore`]: one region's map of each key to its versions (a value
+//!   or a tombstone each): a B-tree behind a reader-writer lock. Writers insert runs
 //!   of writes once their WAL appends are acknowledged, readers look up
 //!   and iterate under the read lock, a flush reactor walks it once it is
 //!   frozen. Keys and values are the writes' shared records
@@ -14,18 +14,19 @@
 //!
 //! Accounting is exact in what it counts and conservative in what it
 //! cannot see: an entry costs its key, its value and [`ENTRY_OVERHEAD`]
-//! bytes (the skip-list node with its tower, the handle of the shared
-//! record that holds key and value, and the allocator's rounding), and a
+//! bytes (its share of the B-tree node, the handle of the shared record
+//! that holds key and value, and the allocator's rounding), and a
 //! write is charged when it is admitted, before its WAL append, so bytes
 //! on their way to the memstore count too.
 
 mod admission;
+mod chain;
+mod key;
 mod limit;
 mod map;
 mod regions;
 #[cfg(test)]
 mod tests;
-mod versioned;
 
 pub use admission::{Admission, Inserter};
 pub use limit::{Memory, MemoryStats};
