@@ -384,9 +384,10 @@ impl<'a> Conn<'a> {
     fn request(&mut self, args: Vec<Vec<u8>>) -> Outcome {
         let started = Instant::now();
         let client = &self.client;
-        client
-            .last_active
-            .store(client.since.elapsed().as_millis() as u64, Ordering::Relaxed);
+        client.last_active.store(
+            started.saturating_duration_since(client.since).as_millis() as u64,
+            Ordering::Relaxed,
+        );
         self.deps = Deps::default();
         // A command that panics (a bug) must not take the loop, and every
         // other connection of it, down with it: that connection alone is

@@ -11,7 +11,7 @@
 //! takes and CONFIG GET reports so that clients and tools that set them
 //! keep working.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use super::glob;
@@ -90,9 +90,25 @@ pub struct Settings {
     /// Whether `min-replicas-to-write` asks for replicas (and
     /// `min-replicas-max-lag` is not 0).
     replicas_short: AtomicBool,
+    /// `busy-reply-threshold` and `stream-node-max-entries`, read by every
+    /// script run and every XADD without the lock and a search of `inert`.
+    busy_reply_ms: AtomicI64,
+    stream_node_max: AtomicI64,
     inert: Mutex<Vec<(&'static str, String, Form)>>,
     /// What the device map fixes, by Redis's names.
     fixed: Vec<(&'static str, String)>,
+}
+
+/// The number setting `name` holds among `settings` (0 if none or not a
+/// number).
+fn inert_number<'v>(
+    mut settings: impl Iterator<Item = (&'static str, &'v str)>,
+    name: &str,
+) -> i64 {
+    settings
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn level_code(d: Durability) -> u8 {
@@ -169,6 +185,14 @@ impl Settings {
             maxmemory: AtomicU64::new(0),
             notify: AtomicU32::new(0),
             replicas_short: AtomicBool::new(false),
+            busy_reply_ms: AtomicI64::new(inert_number(
+                INERT.iter().map(|(n, v, _)| (*n, *v)),
+                "busy-reply-threshold",
+            )),
+            stream_node_max: AtomicI64::new(inert_number(
+                INERT.iter().map(|(n, v, _)| (*n, *v)),
+                "stream-node-max-entries",
+            )),
             inert: Mutex::new(
                 INERT
                     .iter()
@@ -225,6 +249,16 @@ impl Settings {
     /// connected (unless `min-replicas-max-lag` is 0), and Stria has none.
     pub fn replicas_short(&self) -> bool {
         self.replicas_short.load(Ordering::Relaxed)
+    }
+
+    /// `busy-reply-threshold`, milliseconds (0 or less: none).
+    pub fn busy_reply_threshold(&self) -> i64 {
+        self.busy_reply_ms.load(Ordering::Relaxed)
+    }
+
+    /// `stream-node-max-entries` (0 or less: no limit).
+    pub fn stream_node_max_entries(&self) -> i64 {
+        self.stream_node_max.load(Ordering::Relaxed)
     }
 
     /// The number a setting of Redis's that Stria takes holds (such as
@@ -356,14 +390,13 @@ impl Settings {
                 }
             }
         }
-        let number = |name: &str| {
-            inert
-                .iter()
-                .find(|(n, ..)| *n == name)
-                .and_then(|(_, v, _)| v.parse::<i64>().ok())
-                .unwrap_or(0)
-        };
+        let number =
+            |name: &str| inert_number(inert.iter().map(|(n, v, _)| (*n, v.as_str())), name);
         let short = number("min-replicas-to-write") > 0 && number("min-replicas-max-lag") > 0;
+        self.busy_reply_ms
+            .store(number("busy-reply-threshold"), Ordering::Relaxed);
+        self.stream_node_max
+            .store(number("stream-node-max-entries"), Ordering::Relaxed);
         self.replicas_short.store(short, Ordering::Relaxed);
         Ok(())
     }

@@ -299,8 +299,8 @@ impl<'a> Conn<'a> {
     }
 
     fn node_max_entries(&self) -> u64 {
-        match self.shared.settings.number("stream-node-max-entries") {
-            Some(n) if n > 0 => n as u64,
+        match self.shared.settings.stream_node_max_entries() {
+            n if n > 0 => n as u64,
             _ => u64::MAX,
         }
     }

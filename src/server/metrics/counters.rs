@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use xxhash_rust::xxh3::Xxh3Builder;
+
 use super::errors::ErrorCodes;
 
 // ---------------------------------------------------------------------------
@@ -289,7 +291,8 @@ pub struct ServerMetrics {
     /// The shard's row cache: capacity, bytes, keys, hits, misses.
     rows: [AtomicU64; 5],
     pub(super) commands: Box<[CommandCounters]>,
-    index: HashMap<&'static str, usize>,
+    /// By name, hashed with xxh3 (not SipHash): looked up for every command.
+    index: HashMap<&'static str, usize, Xxh3Builder>,
     /// Error replies by code (INFO errorstats).
     error_codes: ErrorCodes,
     /// Error replies, each counted once (`total_error_replies`).

@@ -201,10 +201,7 @@ impl Conn<'_> {
         // A script holds its shard: past busy-reply-threshold, the state's
         // hook answers the shard's other clients (see `watch`).
         let wrote = Rc::new(Cell::new(false));
-        let limit = self
-            .shared
-            .settings
-            .number("busy-reply-threshold")
+        let limit = Some(self.shared.settings.busy_reply_threshold())
             .filter(|&ms| ms > 0)
             .map(|ms| Duration::from_millis(ms as u64));
         if let Some(limit) = limit {
