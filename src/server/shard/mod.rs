@@ -660,6 +660,10 @@ impl<'a> Shard<'a> {
     /// depended on is acknowledged too (a failed write's keys leave it at
     /// once: reads find the engine's value again).
     pub fn retire(&self) {
+        // Before any write leaves the dirty table: an element read absent
+        // and not written since is still absent.
+        self.rows
+            .settle_absent(|k| self.dirty.borrow().contains_key(k));
         let mut flight = self.flight.borrow_mut();
         let mut dirty = self.dirty.borrow_mut();
         // A batch kept in flight, before the one at hand.

@@ -46,12 +46,34 @@ impl Weighter<Vec<u8>, Row> for Weight {
     }
 }
 
+/// Absences of elements held for [`Rows::settle_absent`] at most; past
+/// them, a turn's further ones are not kept.
+const MAX_ABSENT: usize = 4096;
+
+/// How the cache keeps a key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// A string or a collection's metadata: whenever it is read or
+    /// written, its absence too (every command on the key reads it).
+    Always,
+    /// A collection's element read by point (a hash's field, a set's
+    /// member, a sorted set's member's score): when a read finds it (its
+    /// absence once the turn's writes are known), and when a write
+    /// replaces a row kept. Most elements are written once and seldom
+    /// read by point; putting each new one in (after its absence, which
+    /// the write's own read had put in) took three searches of a table
+    /// of hundreds of thousands of keys per element.
+    Read,
+}
+
 /// The cache, off when its capacity is 0.
 pub struct Rows {
     cache: Option<RefCell<Cache<Vec<u8>, Row, Weight>>>,
     /// The largest entry it takes: a value that would push out many
     /// others is read from the engine.
     max_entry: u64,
+    /// Elements read and found absent, not in yet ([`Rows::fill`]).
+    absent: RefCell<Vec<Vec<u8>>>,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -77,6 +99,7 @@ impl Rows {
         Rows {
             cache,
             max_entry: (capacity / 16).min(1 << 20),
+            absent: RefCell::new(Vec::new()),
             hits: Cell::new(0),
             misses: Cell::new(0),
         }
@@ -87,13 +110,19 @@ impl Rows {
         !key.starts_with(&[0, 0])
     }
 
-    /// Whether the cache keeps `key` when it is read or written: not a
-    /// key commands only read in ranges, nor a list's element or a
-    /// stream's entry, read at most once by point (every pushed element
-    /// went in, cost a hash insert and about 190 bytes, and served no
-    /// read: a pop reads it once and deletes it).
-    fn kept(key: &[u8]) -> bool {
-        Rows::cacheable(key) && keys::reads(key) == keys::Reads::Point
+    /// Whether the cache keeps `key` when it is read or written, and how
+    /// ([`Kept`]): not a key commands only read in ranges, nor a list's
+    /// element or a stream's entry, read at most once by point (every
+    /// pushed element went in, cost a hash insert and about 190 bytes,
+    /// and served no read: a pop reads it once and deletes it).
+    fn kept(key: &[u8]) -> Option<Kept> {
+        if !Rows::cacheable(key) || keys::reads(key) != keys::Reads::Point {
+            return None;
+        }
+        match keys::split(key) {
+            Some((_, keys::Part::Sub(..))) => Some(Kept::Read),
+            _ => Some(Kept::Always),
+        }
     }
 
     /// `key`'s cached row: `Some(None)` when it is known to have no value,
@@ -116,28 +145,65 @@ impl Rows {
     }
 
     /// Remembers what the engine holds for `key`: `row`, shared with
-    /// the reader.
+    /// the reader. An element's absence goes in at the next
+    /// [`Rows::settle_absent`], unless a write of it came first: the
+    /// read of a field or member that a write then adds (HSET, SADD,
+    /// ZADD of a new one) puts nothing in.
     pub fn fill(&self, key: &[u8], row: Row) {
-        if self.cache.is_some() && Rows::kept(key) {
-            self.put(key.to_vec(), row);
+        if self.cache.is_none() {
+            return;
+        }
+        match Rows::kept(key) {
+            Some(Kept::Read) if row.is_none() => {
+                let mut absent = self.absent.borrow_mut();
+                if absent.len() < MAX_ABSENT {
+                    absent.push(key.to_vec());
+                }
+            }
+            Some(_) => self.put_kept(key.to_vec(), row, Kept::Always),
+            None => {}
+        }
+    }
+
+    /// Puts in the absences of elements read since the last call, but
+    /// those of keys now written (`dirty`). Called before writes leave
+    /// the dirty table: a key read absent and not dirty since has had no
+    /// write since.
+    pub fn settle_absent(&self, dirty: impl Fn(&[u8]) -> bool) {
+        let absent = std::mem::take(&mut *self.absent.borrow_mut());
+        for key in absent {
+            if !dirty(&key) {
+                self.put_kept(key, None, Kept::Always);
+            }
         }
     }
 
     /// Remembers `row` for `key`, whose write is now the engine's. A key
     /// the cache does not keep ([`Rows::kept`]) would only push out keys
     /// that are looked up; neither this nor [`Rows::fill`] ever put it in,
-    /// so there is no older row of it to drop.
+    /// so there is no older row of it to drop. An element's row is
+    /// replaced if the cache has one, and not put in otherwise.
     pub fn put(&self, key: Vec<u8>, row: Row) {
-        let Some(cache) = &self.cache else { return };
-        if !Rows::kept(&key) {
+        if self.cache.is_none() {
             return;
         }
+        if let Some(kept) = Rows::kept(&key) {
+            self.put_kept(key, row, kept);
+        }
+    }
+
+    fn put_kept(&self, key: Vec<u8>, row: Row, kept: Kept) {
+        let Some(cache) = &self.cache else { return };
         let mut cache = cache.borrow_mut();
         if weight(&key, &row) > self.max_entry {
             cache.remove(&key);
             return;
         }
-        cache.insert(key, row);
+        match kept {
+            Kept::Always => cache.insert(key, row),
+            // Not there: nothing to do (`Err` gives the pair back).
+            Kept::Read => drop(cache.replace(key, row, false)),
+        }
     }
 
     /// Forgets `key`: what the engine holds for it may have changed.
@@ -210,9 +276,43 @@ mod tests {
             assert_eq!(rows.get(k), None);
         }
         let scored = keys::element(b"z", 1, keys::SCORED, b"m");
-        rows.put(scored.clone(), row(b"score"));
+        rows.fill(&scored, row(b"score"));
         assert_eq!(rows.get(&scored), Some(row(b"score")));
         assert_eq!(rows.stats().entries, 1);
+    }
+
+    #[test]
+    fn an_element_is_kept_once_read_and_its_writes_replace_it() {
+        let rows = Rows::new(1 << 20);
+        let field = keys::element(b"h", 1, keys::FIELD, b"f");
+        let other = keys::element(b"h", 1, keys::FIELD, b"g");
+        // A write of an element not kept leaves it out.
+        rows.put(field.clone(), row(b"1"));
+        assert_eq!(rows.get(&field), None);
+        // A read that finds none keeps the absence once the turn's writes
+        // are known: not for a key written since.
+        rows.fill(&other, None);
+        rows.fill(&field, None);
+        assert_eq!(rows.get(&other), None);
+        rows.settle_absent(|k| k == field.as_slice());
+        assert_eq!(rows.get(&other), Some(None));
+        assert_eq!(rows.get(&field), None);
+        // A read that finds a value keeps it; a write replaces it, a
+        // delete's absence too.
+        rows.fill(&field, row(b"1"));
+        rows.put(field.clone(), row(b"2"));
+        assert_eq!(rows.get(&field), Some(row(b"2")));
+        rows.put(field.clone(), None);
+        assert_eq!(rows.get(&field), Some(None));
+        // A huge value replacing a kept one leaves no row behind.
+        rows.put(field.clone(), row(&[1; 1 << 17]));
+        assert_eq!(rows.get(&field), None);
+        // A key's metadata is kept on every read and write, absent too.
+        let meta = keys::meta(b"h");
+        rows.fill(&meta, None);
+        assert_eq!(rows.get(&meta), Some(None));
+        rows.put(meta.clone(), row(b"m"));
+        assert_eq!(rows.get(&meta), Some(row(b"m")));
     }
 
     #[test]
