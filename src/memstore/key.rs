@@ -172,9 +172,9 @@ fn tail(key: &[u8]) -> &[u8] {
 
 /// The order of two versions in a run of writes: by key, then newest
 /// first.
-pub(super) fn run_cmp(a: &(Prefix, Version), b: &(Prefix, Version)) -> std::cmp::Ordering {
+pub(super) fn run_cmp(a: (&Prefix, &Version), b: (&Prefix, &Version)) -> std::cmp::Ordering {
     let (ak, bk) = (a.1.record.key(), b.1.record.key());
-    a.0.cmp(&b.0)
+    a.0.cmp(b.0)
         .then_with(|| tail_cmp(ak.len(), tail(ak), bk.len(), tail(bk)))
         .then(b.1.lsn.cmp(&a.1.lsn))
 }

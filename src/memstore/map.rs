@@ -221,13 +221,15 @@ impl Memstore {
             return 0;
         }
         let (mut max, mut keys, mut values) = (0, 0, 0);
-        let mut entries: Vec<(Prefix, Version)> = run
+        // The prefix and the hash are computed before the lock is taken.
+        let mut entries: Vec<(Prefix, Version, u64)> = run
             .drain(..)
             .map(|(record, lsn, kind)| {
                 max = max.max(lsn);
                 keys += record.key_len() as u64;
                 values += record.value_len() as u64;
-                (prefix(record.key()), Version { lsn, record, kind })
+                let hash = xxh3_64(record.key());
+                (prefix(record.key()), Version { lsn, record, kind }, hash)
             })
             .collect();
         if logged && max > self.max_lsn.load(Ordering::Relaxed) {
@@ -245,7 +247,7 @@ impl Memstore {
         // so each comparison reads the key) went to a node missing the
         // cache at every level. Sorted before the lock is taken, and
         // stably: unlogged writes of one key and version stay in order.
-        entries.sort_by(run_cmp);
+        entries.sort_by(|a, b| run_cmp((&a.0, &a.1), (&b.0, &b.1)));
         let mut freed = 0;
         if durable {
             // Versions of a key sort newest first: the first one stays.
@@ -264,9 +266,8 @@ impl Memstore {
             versions,
         } = &mut *tree;
         let shed = durable && !self.passing.load(Ordering::SeqCst);
-        for (prefix, version) in entries {
+        for (prefix, version, hash) in entries {
             let key = version.record.key();
-            let hash = xxh3_64(key);
             let chain = match hashes.insert(hash) {
                 // A key not held yet (its hash is new): no search for it.
                 true => None,

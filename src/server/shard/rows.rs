@@ -10,8 +10,9 @@
 //! caches, and a read asks the dirty table first: while a key is dirty
 //! its row (what the engine held before the write) is never read, and
 //! when the write leaves the dirty table the row is replaced with the
-//! value the engine now has. So a write need not touch the cache (a hash
-//! probe per key written, most of them for keys it does not hold). The
+//! value the engine now has (for a collection's element, only if the
+//! cache holds a row of it: elements go in when reads find them). So a
+//! write need not touch the cache before it is in. The
 //! server's own keys (`00 00 stria:...`), which the clock and the version
 //! reservations write to the engine directly, are never cached. A failed write leaves its key
 //! out: the next read asks the engine.
