@@ -230,6 +230,32 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
         }
     }
 
+    /// Once acknowledged, whether the writes succeeded, without inserting
+    /// them when they did (`None` before): a thread that answers on the
+    /// acknowledgement can insert later. A failure is found out by
+    /// inserting, which records it as [`InFlight::insert`] does.
+    fn outcome(&self) -> Option<Result<()>> {
+        if !self.is_acknowledged() {
+            return None;
+        }
+        // Acknowledgements go in LSN order: with the last one in, every
+        // ticket has its result. Held by a flush inserting them: asked
+        // again by inserting.
+        let clean = match self.admitted.try_lock() {
+            Ok(groups) => {
+                self.failed.lock().expect("in-flight lock").is_none()
+                    && (self.level == Durability::None
+                        || groups.iter().all(|g| {
+                            g.admission.tickets()[g.admission.inserted()..]
+                                .iter()
+                                .all(|t| matches!(t.poll(), Some(Ok(_))))
+                        }))
+            }
+            Err(_) => false,
+        };
+        Some(if clean { Ok(()) } else { self.insert(true) })
+    }
+
     /// Inserts every write as its acknowledgement comes, in LSN order: a
     /// flush may wait for the first ones while the last wait for log space
     /// that only that flush frees.
@@ -261,6 +287,13 @@ impl<D: Device<Queue: Send> + Clone> Pending<'_, D> {
     /// True once [`Pending::wait`] would not wait.
     pub fn is_done(&self) -> bool {
         self.flight.is_acknowledged()
+    }
+
+    /// Once acknowledged, whether every write succeeded, without making
+    /// them visible when they did (`None` before): [`Pending::wait`] or a
+    /// flush inserts them later.
+    pub fn outcome(&self) -> Option<Result<()>> {
+        self.flight.outcome()
     }
 
     /// Has `n` told once the batch is acknowledged (or failed), so a

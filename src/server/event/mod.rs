@@ -6,12 +6,13 @@
 //! writer (memstores over the global limit, a full WAL ring) and for a
 //! device read.
 //!
-//! A turn: let go of the batches acknowledged since the last; encode the
-//! replies whose writes are acknowledged; read what every ready
-//! connection has and run its complete requests, each applying its writes
-//! to the shard at once and queueing its reply behind them ([`Conn`]);
-//! write each connection's encoded replies without blocking; submit the
-//! turn's batches to the engine together; poll again. An acknowledgement
+//! A turn: encode the replies whose writes are acknowledged; read what
+//! every ready connection has and run its complete requests, each applying
+//! its writes to the shard at once and queueing its reply behind them
+//! ([`Conn`]); write each connection's encoded replies without blocking;
+//! submit the turn's batches to the engine together; let go of the
+//! batches acknowledged (their writes go into the memstores, off the path
+//! from an acknowledgement to its replies); poll again. An acknowledgement
 //! wakes it ([`LoopNotify`]), so while one group commit is on its way the
 //! loop reads and runs the requests of the next.
 //!
@@ -400,11 +401,10 @@ impl<'a> Loop<'a> {
     fn turn(&mut self, stopping: bool) {
         self.shard.access().tick();
         // Completions of the log's writes, and the acknowledgements they
-        // make, before the batches acknowledged are let go of.
+        // make, before the replies that wait for them.
         if let Some(h) = &self.wal {
             h.drive();
         }
-        self.shard.retire();
         // Its deletes go to the engine with the turn's writes.
         self.expiry.run(self.shared, &self.shard);
         self.sweep.run(self.shared, &self.shard);
@@ -465,6 +465,10 @@ impl<'a> Loop<'a> {
         if let Some(h) = &self.wal {
             h.drive();
         }
+        // The batches acknowledged go into the memstores last: the
+        // replies they answer are out and the next batch is on its way
+        // first. Until then their keys read from the dirty table.
+        self.shard.retire();
         let (keys, bytes) = self.shard.pending();
         self.shared.metrics.set_dirty(keys as u64, bytes as u64);
         self.shared.metrics.set_rows(self.shard.row_stats());

@@ -15,7 +15,7 @@
 //! the engine's memstore, and what it depended on is acknowledged too:
 //! from then on, a read of the engine reveals nothing a crash could lose.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
@@ -67,6 +67,12 @@ pub struct Batch<'a> {
     /// What the writes of the batch depended on.
     deps: RefCell<Deps<'a>>,
     state: RefCell<State<'a>>,
+    /// Acknowledged, and every write succeeded: known once, for the many
+    /// replies that ask before `retire` settles the batch.
+    succeeded: Cell<bool>,
+    /// Acknowledged (or failed): every connection that waits for the
+    /// batch asks, each turn and before each poll.
+    done: Cell<bool>,
 }
 
 enum State<'a> {
@@ -86,17 +92,24 @@ impl<'a> Batch<'a> {
             keys: RefCell::new(Vec::new()),
             deps: RefCell::new(Deps::default()),
             state: RefCell::new(State::Open),
+            succeeded: Cell::new(false),
+            done: Cell::new(false),
         }
     }
 
     /// Acknowledged (or failed) at its level.
     pub fn is_done(&self) -> bool {
-        match &*self.state.borrow() {
+        if self.done.get() {
+            return true;
+        }
+        let done = match &*self.state.borrow() {
             State::Open => false,
             State::Submitted(p) => p.iter().all(Pending::is_done),
             State::Barrier(t) => t.is_done(),
             State::Done(_) => true,
-        }
+        };
+        self.done.set(done);
+        done
     }
 
     /// Once done: the outcome, the writes inserted into the memstores.
@@ -117,10 +130,17 @@ impl<'a> Batch<'a> {
         r
     }
 
-    /// The failure, once done.
+    /// The failure, once done. A batch that succeeded is not settled: its
+    /// inserts wait for `retire`, after the turn's replies are out.
     fn failure(&self) -> Option<String> {
-        if !self.is_done() {
+        if self.succeeded.get() || !self.is_done() {
             return None;
+        }
+        if let State::Submitted(ps) = &*self.state.borrow() {
+            if ps.iter().all(|p| matches!(p.outcome(), Some(Ok(())))) {
+                self.succeeded.set(true);
+                return None;
+            }
         }
         self.settle().err()
     }
