@@ -751,6 +751,35 @@ fn submitted_batches_are_acknowledged_when_waited_for() {
     e.close().unwrap();
 }
 
+/// A batch's outcome is known once it is acknowledged, without making its
+/// writes visible: a server answers first and inserts after.
+#[test]
+fn an_outcome_is_known_before_the_writes_are_visible() {
+    let devs = Devices::new(2, 1, 64, &model(13));
+    let (e, _) = open(&devs, &options());
+    let p = e
+        .submit(&[(b"k", Some(b"v")), (b"j", None)], Some(Durability::Sync))
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let outcome = loop {
+        match p.outcome() {
+            Some(o) => break o,
+            None => {
+                assert!(std::time::Instant::now() < until, "never acknowledged");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    };
+    outcome.unwrap();
+    assert!(p.is_done());
+    // Asked again: the same, and still not inserted.
+    assert!(matches!(p.outcome(), Some(Ok(()))));
+    assert_eq!(e.get(b"k").unwrap(), None);
+    p.wait().unwrap();
+    assert_eq!(e.get(b"k").unwrap(), Some(b"v".to_vec()));
+    e.close().unwrap();
+}
+
 #[test]
 fn a_writer_holding_unwaited_batches_does_not_hold_up_flushes() {
     // One thread submits several times the global limit without waiting for

@@ -605,6 +605,8 @@ impl<'a> Shard<'a> {
                 self.submit_writes(&b, &writes, &ends, notify)
             };
             *b.keys.borrow_mut() = writes.into_iter().map(|(k, _)| k).collect();
+            // Never asked before now: `is_done` remembers a `true`.
+            debug_assert!(matches!(*b.state.borrow(), State::Open) && !b.done.get());
             *b.state.borrow_mut() = state;
             self.flight.borrow_mut().push_back(b);
         }

@@ -68,6 +68,31 @@ fn a_read_of_a_dirty_key_waits_for_its_write_and_the_engine_has_it_after() {
     assert!(later.is_empty());
 }
 
+/// A reply goes once its batch is acknowledged, before `retire` puts the
+/// batch into the engine; until then reads find the write in the shard.
+#[test]
+fn a_reply_is_ready_before_its_write_is_in_the_engine() {
+    let engine = testing::any_engine();
+    let shard = Shard::new(&engine, 1 << 20);
+    let mut writer = Deps::default();
+    shard.write(Durability::Sync, vec![put("k", "1")], &mut writer);
+    shard.submit(&notify());
+    let until = Instant::now() + Duration::from_secs(10);
+    while !writer.ready() {
+        assert!(Instant::now() < until, "the write was never acknowledged");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(writer.failure().is_none());
+    assert!(writer.failure().is_none(), "asked twice");
+    assert_eq!(engine.get(b"k").unwrap(), None);
+    let mut reader = Deps::default();
+    assert_eq!(shard.get(b"k", &mut reader).unwrap(), Some(b"1".to_vec()));
+    assert!(reader.ready() && reader.failure().is_none());
+    shard.retire();
+    assert_eq!(shard.pending(), (0, 0));
+    assert_eq!(engine.get(b"k").unwrap(), Some(b"1".to_vec()));
+}
+
 #[test]
 fn what_a_write_read_is_what_its_readers_wait_for() {
     let engine = testing::any_engine();
