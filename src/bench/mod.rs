@@ -9,6 +9,7 @@ pub mod flush;
 pub mod ingest;
 pub mod latency;
 pub mod patterns;
+pub mod pinning;
 pub mod process;
 pub mod procstat;
 pub mod random_write;

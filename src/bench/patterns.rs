@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::pinning::CoreSplit;
 use super::process::{Serve, ServerProcess, STOP_TIMEOUT};
 use super::procstat::{self, ProcSample};
 use super::redis_compare::{redis_folder, start_redis};
@@ -608,6 +609,8 @@ pub struct PatternsArgs {
     /// one), to compare two builds against the same Redis.
     #[arg(long, value_name = "PATH")]
     pub stria: Option<PathBuf>,
+    #[command(flatten)]
+    pub cores: CoreSplit,
 }
 
 /// One pattern's runs in one round.
@@ -625,6 +628,8 @@ pub struct PatternsReport {
     pub source: String,
     pub seconds: f64,
     pub redis: Result<PathBuf, String>,
+    /// The servers' and the load's cores, when split.
+    pub cores: Option<String>,
     pub rows: Vec<Row>,
 }
 
@@ -643,6 +648,7 @@ pub fn run(
     if !(args.seconds > 0.0 && args.seconds <= 3600.0) || args.rounds == 0 {
         return Err("--seconds must be in (0, 3600] and --rounds at least 1".into());
     }
+    args.cores.check()?;
     let run = Duration::from_secs_f64(args.seconds);
     let (redis_bin, folder, redis_dir) =
         redis_folder(cfg, args.redis_server.as_ref(), "stria-patterns")?;
@@ -657,6 +663,12 @@ pub fn run(
         password,
         pid: p.pid(),
     };
+    let pids: Vec<u32> = [Some(&stria), redis.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(ServerProcess::pid)
+        .collect();
+    let confined = args.cores.apply(&pids)?;
     let stria_t = target(&stria, cfg.server.password.clone());
     let redis_t = redis.as_ref().map(|r| target(r, None));
     let stamp = std::process::id();
@@ -699,6 +711,7 @@ pub fn run(
         }
         Ok(())
     })();
+    drop(confined);
     for server in [Some(stria), redis].into_iter().flatten() {
         let name = server.name().to_string();
         server
@@ -711,6 +724,7 @@ pub fn run(
         source: cfg.source.clone(),
         seconds: args.seconds,
         redis: redis_dir,
+        cores: args.cores.describe(),
         rows,
     })
 }
@@ -729,6 +743,9 @@ impl fmt::Display for PatternsReport {
                 dir.display()
             )?,
             Err(why) => writeln!(f, "Redis: {why}")?,
+        }
+        if let Some(cores) = &self.cores {
+            writeln!(f, "Cores: {cores}")?;
         }
         let mut t = Table::new([
             "pattern",

@@ -88,21 +88,66 @@ pub fn thread_affinity() -> io::Result<Vec<usize>> {
 /// not where the configuration says would share a core without anyone
 /// noticing.
 pub fn pin_to_core(core: usize) -> io::Result<()> {
-    if core >= CpuSet::CAPACITY {
+    confine_thread(0, &[core])
+}
+
+/// Confines thread `tid` (of any process; 0 for the calling thread) to
+/// `cores`. Fails as [`pin_to_core`] does, and for an empty list.
+pub fn confine_thread(tid: libc::pid_t, cores: &[usize]) -> io::Result<()> {
+    if cores.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("core numbers stop at {}", CpuSet::CAPACITY - 1),
+            "no cores to run on",
         ));
     }
     let mut set = CpuSet::empty();
-    set.insert(core);
-    // SAFETY: pid 0 names the calling thread; the size and pointer describe
-    // `set`, which is live for the whole call and only read by the kernel.
-    let rc = unsafe { libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set.0) };
+    for &core in cores {
+        if core >= CpuSet::CAPACITY {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("core numbers stop at {}", CpuSet::CAPACITY - 1),
+            ));
+        }
+        set.insert(core);
+    }
+    // SAFETY: `tid` is only a number to the kernel (a thread that is gone
+    // is an error, ESRCH); the size and pointer describe `set`, which is
+    // live for the whole call and only read by the kernel.
+    let rc = unsafe { libc::sched_setaffinity(tid, mem::size_of::<libc::cpu_set_t>(), &set.0) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Confines every thread of process `pid`, as `/proc` lists them now, to
+/// `cores` (what `taskset -a -p -c` does). Threads it starts later inherit
+/// the mask of the thread that starts them, except io_uring's kernel
+/// workers (`iou-wrk-*`): the kernel places those by the ring's cpuset, and
+/// kernels before 6.9 refuse to move them at all (such a refusal is
+/// skipped). Returns how many threads it confined; one that ends meanwhile
+/// is skipped.
+pub fn confine_process(pid: u32, cores: &[usize]) -> io::Result<usize> {
+    let mut n = 0;
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Some(tid) = entry?
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        match confine_thread(tid, cores) {
+            Ok(()) => n += 1,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            Err(e)
+                if e.raw_os_error() == Some(libc::EINVAL)
+                    && std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                        .is_ok_and(|c| c.starts_with("iou-")) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// The core the calling thread is running on right now (for a pinned thread,
@@ -167,5 +212,32 @@ mod tests {
     fn core_numbers_past_a_cpu_set_are_refused() {
         let err = pin_to_core(CpuSet::CAPACITY).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let err = confine_thread(0, &[]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    /// Every thread of another process gets the mask, as the kernel then
+    /// reports it for each; a process that is gone is an error.
+    #[test]
+    fn a_process_is_confined_thread_by_thread() {
+        let core = *thread_affinity().unwrap().last().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let n = confine_process(pid, &[core]).unwrap();
+        assert!(n >= 1);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        assert_eq!(list, core.to_string());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(confine_process(pid, &[core]).is_err());
     }
 }

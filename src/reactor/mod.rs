@@ -41,7 +41,10 @@ use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-pub use affinity::{allowed_cores, core_list, current_core, pin_to_core, thread_affinity};
+pub use affinity::{
+    allowed_cores, confine_process, confine_thread, core_list, current_core, pin_to_core,
+    thread_affinity,
+};
 pub use channel::Sender;
 pub use counters::{Counter, Counters, CountersSnapshot};
 pub use error::{ReactorError, Result};
