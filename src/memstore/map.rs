@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
-use nohash_hasher::IntSet;
+use nohash_hasher::IntMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::admission::{Admission, Inserter, TRIM_AT};
@@ -17,13 +17,13 @@ use crate::record::Record;
 use crate::table::{Entry, EntryKind};
 
 /// Bytes a version costs beyond its key and value: its share of the
-/// B-tree node (a 64-byte key with its 40-byte inline prefix, and a
-/// 56-byte chain holding one version: its shared record's handle, its LSN
-/// and kind; nodes about three quarters full), and allocator rounding.
-/// Key and value share one buffer per group of writes, whose header this
-/// leaves out, as it leaves out the key's hash in the set of keys held
-/// (about 16 bytes a key, not a version) and a long key's copy of its
-/// bytes past the prefix.
+/// B-tree node (a 64-byte key with its 40-byte inline prefix and the
+/// index of its chain; nodes about three quarters full), the 56-byte
+/// chain holding one version (its shared record's handle, its LSN and
+/// kind), and allocator rounding. Key and value share one buffer per
+/// group of writes, whose header this leaves out, as it leaves out the
+/// key's entry in the hash index (about 16 bytes a key, not a version)
+/// and a long key's copy of its bytes past the prefix.
 pub const ENTRY_OVERHEAD: u64 = 120;
 
 /// What an entry of `key_len` and `value_len` bytes is charged.
@@ -81,16 +81,42 @@ pub struct Memstore {
     admissions: Mutex<(Vec<Arc<Admission>>, usize)>,
 }
 
-/// The memstore's map: each key's versions, and the hashes of the keys.
+/// The memstore's map: each key's versions, in key order and by hash.
 #[derive(Default)]
 struct Tree {
-    keys: BTreeMap<MapKey, Chain>,
-    /// The 64-bit hash of every key in `keys`. A lookup of a key whose
-    /// hash is not here ends without a search, and an insert of one goes
-    /// straight in.
-    hashes: IntSet<u64>,
+    /// Each key, in order, with where its versions are in `chains`.
+    keys: BTreeMap<MapKey, u32>,
+    /// Each key's versions, in the order the keys came (never removed).
+    chains: Vec<Chain>,
+    /// The 64-bit hash of every key in `keys`, with the chain of the first
+    /// key of that hash. A lookup of a key whose hash is not here ends
+    /// without a search, and an insert of one goes straight in; a key
+    /// whose hash is here is found without a search of the tree (a
+    /// rewritten counter, a collection's metadata), unless another key
+    /// has the same hash (then the tree is searched).
+    index: IntMap<u64, u32>,
     /// Versions held, in every chain.
     versions: u64,
+}
+
+impl Tree {
+    /// The chain of `key`, whose hash is `hash`, if the map holds it.
+    fn find(&self, hash: u64, probe: &KeyProbe<'_>) -> Option<u32> {
+        let &at = self.index.get(&hash)?;
+        if self.chains[at as usize].newest().record.key() == probe.key {
+            return Some(at);
+        }
+        self.keys.get(probe as &dyn Probe).copied()
+    }
+
+    /// Adds a key's first version, `v`.
+    fn add(&mut self, key: MapKey, hash: u64, v: Version) {
+        let at = u32::try_from(self.chains.len()).expect("fewer than 2^32 keys in a memstore");
+        self.chains.push(Chain::One(v));
+        self.keys.insert(key, at);
+        self.index.entry(hash).or_insert(at);
+        self.versions += 1;
+    }
 }
 
 /// While alive, no version leaves the memstore ([`Memstore::keep_versions`]).
@@ -259,31 +285,29 @@ impl Memstore {
                 same
             });
         }
-        let mut tree = self.map.write().expect("memstore lock");
-        let Tree {
-            keys: map,
-            hashes,
-            versions,
-        } = &mut *tree;
+        let mut guard = self.map.write().expect("memstore lock");
+        let tree = &mut *guard;
         let shed = durable && !self.passing.load(Ordering::SeqCst);
         for (prefix, version, hash) in entries {
-            let key = version.record.key();
-            let chain = match hashes.insert(hash) {
-                // A key not held yet (its hash is new): no search for it.
-                true => None,
-                false => map.get_mut(&KeyProbe { prefix, key } as &dyn Probe),
-            };
-            let Some(chain) = chain else {
-                map.insert(MapKey::new(prefix, key), Chain::One(version));
-                *versions += 1;
+            let found = tree.find(
+                hash,
+                &KeyProbe {
+                    prefix,
+                    key: version.record.key(),
+                },
+            );
+            let Some(at) = found else {
+                tree.add(MapKey::new(prefix, version.record.key()), hash, version);
                 continue;
             };
+            let chain = &mut tree.chains[at as usize];
             if shed {
                 let (gained, bytes) = chain.insert_durable(version, version_bytes);
-                *versions = versions.wrapping_add_signed(gained);
+                tree.versions = tree.versions.wrapping_add_signed(gained);
                 freed += bytes;
             } else {
-                *versions += chain.insert(version);
+                let gained = chain.insert(version);
+                tree.versions += gained;
             }
         }
         freed
@@ -327,11 +351,8 @@ impl Memstore {
     fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Version) -> T) -> Option<T> {
         let hash = xxh3_64(key);
         let tree = self.map.read().expect("memstore lock");
-        if !tree.hashes.contains(&hash) {
-            return None;
-        }
-        let chain = tree.keys.get(&KeyProbe::new(key) as &dyn Probe)?;
-        Some(f(chain.newest()))
+        let at = tree.find(hash, &KeyProbe::new(key))?;
+        Some(f(tree.chains[at as usize].newest()))
     }
 
     /// Up to `max` entries, the newest version of each key, from `from`
@@ -352,8 +373,8 @@ impl Memstore {
         };
         let mut out: Vec<Entry> = Vec::new();
         let tree = self.map.read().expect("memstore lock");
-        for (_, chain) in tree.keys.range::<dyn Probe, _>((start, Bound::Unbounded)) {
-            let v = chain.newest();
+        for (_, &at) in tree.keys.range::<dyn Probe, _>((start, Bound::Unbounded)) {
+            let v = tree.chains[at as usize].newest();
             let k = v.record.key();
             if to.is_some_and(|to| k >= to) || out.len() == max {
                 break;
@@ -395,8 +416,8 @@ impl Memstore {
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         let tree = self.map.read().expect("memstore lock");
-        for chain in tree.keys.values() {
-            let Some(v) = chain.newest_upto(upto) else {
+        for &at in tree.keys.values() {
+            let Some(v) = tree.chains[at as usize].newest_upto(upto) else {
                 continue;
             };
             if above.is_some_and(|a| v.lsn <= a) {
@@ -516,6 +537,30 @@ impl Memstore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two keys of one hash: the index holds the first, the tree finds the
+    /// second, and a third key of that hash is found in neither.
+    #[test]
+    fn keys_of_one_hash_are_told_apart() {
+        let mut t = Tree::default();
+        let version = |k: &[u8], lsn| Version {
+            lsn,
+            record: Record::new(k, b"v"),
+            kind: EntryKind::Put,
+        };
+        let probe = |k: &'static [u8]| KeyProbe::new(k);
+        assert_eq!(t.find(7, &probe(b"a")), None);
+        t.add(MapKey::new(prefix(b"a"), b"a"), 7, version(b"a", 1));
+        t.add(MapKey::new(prefix(b"b"), b"b"), 7, version(b"b", 2));
+        assert_eq!(t.find(7, &probe(b"a")), Some(0));
+        assert_eq!(t.find(7, &probe(b"b")), Some(1));
+        assert_eq!(t.find(7, &probe(b"c")), None);
+        assert_eq!(t.find(8, &probe(b"a")), None);
+        assert_eq!(t.chains[1].newest().record.key(), b"b");
+        let order: Vec<u32> = t.keys.values().copied().collect();
+        assert_eq!(order, [0, 1]);
+        assert_eq!(t.versions, 2);
+    }
 
     fn put(m: &Memstore, k: &str, v: u64, val: &str) {
         m.insert(
