@@ -11,7 +11,7 @@
 //! starts later (on file-backed devices, the synchronous log writes) are
 //! placed by the kernel, not by this mask.
 
-use crate::reactor::{confine_process, confine_thread, core_list, thread_affinity};
+use crate::reactor::{allowed_cores, confine_process, confine_thread, core_list, thread_affinity};
 
 /// The cores given to the servers and to the load, when asked.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -39,8 +39,21 @@ impl Drop for Restore {
 }
 
 impl CoreSplit {
-    /// Refuses half a split, or one whose sides share a core.
+    /// Refuses half a split, one whose sides share a core, or a core this
+    /// process may not run on.
     pub fn check(&self) -> Result<(), String> {
+        let allowed = allowed_cores();
+        if let Some(c) = self
+            .server_cpus
+            .iter()
+            .chain(&self.client_cpus)
+            .find(|c| !allowed.contains(c))
+        {
+            return Err(format!(
+                "core {c} is not one this process may run on (cores {})",
+                core_list(&allowed)
+            ));
+        }
         match (self.server_cpus.is_empty(), self.client_cpus.is_empty()) {
             (true, true) => Ok(()),
             (false, false) => match self
@@ -114,11 +127,16 @@ mod tests {
     #[test]
     fn half_a_split_or_a_shared_core_is_refused() {
         assert!(split(&[], &[]).check().is_ok());
-        assert!(split(&[0], &[1]).check().is_ok());
+        let mine = thread_affinity().unwrap();
+        if let [a, b, ..] = mine[..] {
+            assert!(split(&[a], &[b]).check().is_ok());
+        }
         let e = split(&[0], &[]).check().unwrap_err();
         assert!(e.contains("go together"), "{e}");
         let e = split(&[0, 1], &[1]).check().unwrap_err();
         assert!(e.contains("core 1"), "{e}");
+        let e = split(&[0], &[1023]).check().unwrap_err();
+        assert!(e.contains("core 1023 is not one"), "{e}");
     }
 
     /// The server's threads get the server cores; this thread the client
