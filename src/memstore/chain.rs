@@ -50,12 +50,8 @@ impl Chain {
                 *only = v;
                 return 0;
             }
-            let only = only.clone();
-            *self = Chain::Many(vec![only]);
         }
-        let Chain::Many(vs) = self else {
-            unreachable!("a chain of one became many")
-        };
+        let vs = self.many();
         // Writes mostly come in LSN order: the place is near the end.
         let at = vs.iter().rposition(|o| o.lsn <= v.lsn);
         match at {
@@ -71,6 +67,20 @@ impl Chain {
                 vs.insert(0, v);
                 1
             }
+        }
+    }
+
+    /// The versions as a vector, a chain of one made into one (its
+    /// version moved, not copied).
+    fn many(&mut self) -> &mut Vec<Version> {
+        if let Chain::One(_) = self {
+            if let Chain::One(only) = std::mem::replace(self, Chain::Many(Vec::new())) {
+                *self = Chain::Many(vec![only]);
+            }
+        }
+        match self {
+            Chain::Many(vs) => vs,
+            Chain::One(_) => unreachable!("a chain of one became many"),
         }
     }
 

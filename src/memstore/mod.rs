@@ -2,7 +2,8 @@
 //! memory accounting, and the global limit that makes writers wait.
 //!
 //! - [`Memstore`]: one region's map of each key to its versions (a value
-//!   or a tombstone each): a B-tree behind a reader-writer lock. Writers insert runs
+//!   or a tombstone each): a B-tree, with a hash index that finds a key
+//!   written again without a search, behind a reader-writer lock. Writers insert runs
 //!   of writes once their WAL appends are acknowledged, readers look up
 //!   and iterate under the read lock, a flush reactor walks it once it is
 //!   frozen. Keys and values are the writes' shared records
