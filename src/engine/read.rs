@@ -10,10 +10,31 @@ use crate::device::Device;
 use crate::memstore::Memstore;
 use crate::table::{Entry, EntryKind, OwnedTableIter};
 
+use super::region::View;
 use super::store::{FileSource, TableHandle};
 
 /// Live pairs a scan found, in key order.
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Where [`Engine::get_memstores`] found a key.
+pub enum PointRead<D: Device<Queue: Send>> {
+    /// In a memstore: its value, `None` for a delete.
+    Memstore(Option<Vec<u8>>),
+    /// In none of them: the block files decide ([`Engine::get_below`]).
+    Below(Below<D>),
+}
+
+/// A view of a region whose memstores do not have a key; held for a
+/// moment (a read).
+pub struct Below<D: Device<Queue: Send>>(arc_swap::Guard<Arc<View<D>>>);
+
+impl<D: Device<Queue: Send>> Below<D> {
+    /// The view's number: two reads below views of one number read the
+    /// same block files.
+    pub fn epoch(&self) -> u64 {
+        self.0.epoch
+    }
+}
 
 /// Entries a memstore source copies out at a time.
 const MEM_CHUNK: usize = 64;
@@ -21,15 +42,35 @@ const MEM_CHUNK: usize = 64;
 impl<D: Device<Queue: Send> + Clone> Engine<D> {
     /// The value of `key`, or `None` if it was never written or is deleted.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.get_memstores(key) {
+            PointRead::Memstore(value) => Ok(value),
+            PointRead::Below(below) => self.get_below(&below, key),
+        }
+    }
+
+    /// The first half of [`Engine::get`]: what the memstores of `key`'s
+    /// region hold of it, or the view to read its block files in.
+    pub fn get_memstores(&self, key: &[u8]) -> PointRead<D> {
         let inner = &*self.inner;
         inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let view = inner.region[inner.regions.of(key)].view();
+        let view = inner.region[inner.regions.of(key)].glance();
         for ms in &view.mems {
             if let Some((kind, value)) = ms.get_value(key) {
-                return Ok((kind == EntryKind::Put).then_some(value));
+                return PointRead::Memstore((kind == EntryKind::Put).then_some(value));
             }
         }
-        for t in &view.tables {
+        PointRead::Below(Below(view))
+    }
+
+    /// The second half of [`Engine::get`]: what the block files of
+    /// `below` hold of `key`, whose memstores in that view had none of
+    /// it. The block files of a view never change, so the answer holds
+    /// for every read that [`Engine::get_memstores`] sends below a view
+    /// of the same [`Below::epoch`]: a cache of it needs no other
+    /// invalidation. (RocksDB's row cache sits at the same level, keyed
+    /// by block file.)
+    pub fn get_below(&self, below: &Below<D>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        for t in &below.0.tables {
             if !t.table.may_contain(key) {
                 continue;
             }
@@ -37,7 +78,10 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             if let Some(e) = found {
                 return Ok(live(e));
             }
-            inner.counters.bloom_false.fetch_add(1, Ordering::Relaxed);
+            self.inner
+                .counters
+                .bloom_false
+                .fetch_add(1, Ordering::Relaxed);
         }
         Ok(None)
     }

@@ -2,6 +2,7 @@
 //! its block files, with the view readers take without a lock.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
@@ -15,7 +16,15 @@ use crate::memstore::Memstore;
 pub struct View<D: Device<Queue: Send>> {
     pub mems: Vec<Arc<Memstore>>,
     pub tables: Vec<Arc<TableHandle<D>>>,
+    /// This view's number, never given to another view of any region of
+    /// any engine in the process. Its block files are fixed, so what
+    /// they hold for a key, read once, holds for every read of this view
+    /// (see [`crate::engine::Engine::get_below`]).
+    pub epoch: u64,
 }
+
+/// The last number given to a view.
+static EPOCHS: AtomicU64 = AtomicU64::new(0);
 
 /// A region's state, changed under its lock.
 pub struct RegionState<D: Device<Queue: Send>> {
@@ -62,6 +71,12 @@ impl<D: Device<Queue: Send>> Region<D> {
     pub fn view(&self) -> Arc<View<D>> {
         self.view.load_full()
     }
+
+    /// What readers see now, for a moment: no count of the view's
+    /// readers is touched (the shards of a region would share it).
+    pub fn glance(&self) -> arc_swap::Guard<Arc<View<D>>> {
+        self.view.load()
+    }
 }
 
 impl<D: Device<Queue: Send>> RegionState<D> {
@@ -72,6 +87,7 @@ impl<D: Device<Queue: Send>> RegionState<D> {
         View {
             mems,
             tables: self.tables.clone(),
+            epoch: EPOCHS.fetch_add(1, Ordering::Relaxed) + 1,
         }
     }
 }

@@ -25,7 +25,7 @@ use super::script::Vm;
 use super::ServerEngine;
 use crate::config::Durability;
 use crate::device::AnyDevice;
-use crate::engine::{EngineError, Pending};
+use crate::engine::{EngineError, Pending, PointRead};
 use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
 use access::AccessClock;
@@ -247,7 +247,8 @@ pub struct Shard<'a> {
     next_seq: std::cell::Cell<u64>,
     /// What the dirty keys hold, by [`dirty_bytes`].
     dirty_bytes: std::cell::Cell<usize>,
-    /// Clean keys read or written lately, with their values.
+    /// What the block files held of keys read lately that no memstore
+    /// had (see [`rows`]).
     rows: Rows,
     /// The keys connections watch.
     watches: RefCell<Watches>,
@@ -462,11 +463,17 @@ impl<'a> Shard<'a> {
         if let Some(why) = self.lost.borrow().get(key) {
             return Err(lost_write(why));
         }
-        if let Some(row) = self.rows.get(key) {
+        // The memstores first: they have every write the dirty table let
+        // go of, and the row cache only what the block files hold.
+        let below = match self.engine.get_memstores(key) {
+            PointRead::Memstore(value) => return Ok(value.map(Rc::new)),
+            PointRead::Below(below) => below,
+        };
+        if let Some(row) = self.rows.get(key, below.epoch()) {
             return Ok(row);
         }
-        let found: Row = self.engine.get(key)?.map(Rc::new);
-        self.rows.fill(key, found.clone());
+        let found: Row = self.engine.get_below(&below, key)?.map(Rc::new);
+        self.rows.fill(key, found.clone(), below.epoch());
         Ok(found)
     }
 
@@ -708,7 +715,6 @@ impl<'a> Shard<'a> {
                 return true;
             }
             let failure = b.settle().err();
-            let failed = failure.is_some();
             // A failed `none` or `async` write was acknowledged before it
             // failed: its keys must not read as the engine has them.
             let unwaited = matches!(b.level, Durability::None | Durability::Async);
@@ -731,31 +737,20 @@ impl<'a> Shard<'a> {
                                 lost.remove(&k);
                             }
                         }
+                        // Reads find the write in its memstore now (the
+                        // row cache is below the memstores: nothing to
+                        // change there).
                         self.dirty_bytes
                             .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
-                        if failed {
-                            // What the engine holds is not known.
-                            self.rows.forget(&k);
-                        } else {
-                            // The engine holds this write now.
-                            self.rows.put(k, d.value);
-                        }
                     }
-                    // A later write of the key is dirty; it replaces the row
-                    // (and ends the loss, once it is in).
+                    // A later write of the key is dirty (and ends the
+                    // loss, once it is in).
                     Entry::Occupied(e) => {
                         if let (Some(why), true) = (&failure, unwaited) {
                             lost.insert(e.key().clone(), why.clone());
                         }
                     }
-                    Entry::Vacant(e) => {
-                        if !failed {
-                            // Its insert may have changed what the engine
-                            // holds under a later write that is gone from
-                            // the table.
-                            self.rows.forget(e.key());
-                        }
-                    }
+                    Entry::Vacant(_) => {}
                 }
             }
             false

@@ -1,21 +1,22 @@
-//! The shard's row cache: clean engine keys (their newest write is in the
-//! engine) with their values, or their absence. A read of a hot key (a
-//! GET, a collection's metadata, an element) is then one hash probe,
-//! where the engine would search the region's memstores, probe a bloom
-//! filter per block file and decode entries of a block. RocksDB's
-//! `row_cache` does the same below its memtables; here it sits above the
-//! dirty table, so it only ever holds what the engine holds.
+//! The shard's row cache: what the engine's block files hold for keys
+//! that no memstore has, values or absences. A read of a key that is
+//! in no memstore (a GET, a collection's metadata, an element, after
+//! their memstore was flushed) is then one hash probe, where the engine
+//! would probe a bloom filter per block file and decode entries of a
+//! block. RocksDB's row cache sits at the same level: below the
+//! memtables, keyed by block file.
 //!
-//! It is kept exact because the shard is the only writer of the keys it
-//! caches, and a read asks the dirty table first: while a key is dirty
-//! its row (what the engine held before the write) is never read, and
-//! when the write leaves the dirty table the row is replaced with the
-//! value the engine now has (for a collection's element, only if the
-//! cache holds a row of it: elements go in when reads find them). So a
-//! write need not touch the cache before it is in. The
-//! server's own keys (`00 00 stria:...`), which the clock and the version
-//! reservations write to the engine directly, are never cached. A failed write leaves its key
-//! out: the next read asks the engine.
+//! Each row is tagged with the epoch of the region's view it was read in
+//! ([`crate::engine::Below::epoch`]), and answers only reads below a view
+//! of that epoch. A view's block files never change, so a row is exact
+//! for as long as it answers, without any invalidation: a write goes into
+//! a memstore, which the read asks first (and until then the shard's
+//! dirty table answers); a flush or a compaction publishes a new view,
+//! and the rows read in the old one stop answering. Writes therefore
+//! never touch the cache: a counter rewritten at every request, whose
+//! memstore has it, costs no cache insert. The server's own keys
+//! (`00 00 stria:...`), which the clock and the version reservations
+//! write to the engine directly, are never cached.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -30,9 +31,16 @@ use crate::server::keys;
 /// its share of the ghost entries the cache keeps of evicted keys.
 const OVERHEAD: u64 = 160;
 
-/// What a cached key holds: its value, or `None` when it has none.
-/// (Shared with the dirty table's value when a write leaves it.)
+/// What a key holds: its value, or `None` when it has none. (Shared
+/// with the dirty table's value, or the cache's.)
 pub type Row = Option<Rc<Vec<u8>>>;
+
+/// A cached row, with the epoch of the view whose block files it is.
+#[derive(Clone)]
+struct Cached {
+    epoch: u64,
+    row: Row,
+}
 
 fn weight(key: &[u8], row: &Row) -> u64 {
     key.len() as u64 + row.as_ref().map_or(0, |v| v.len() as u64) + OVERHEAD
@@ -41,9 +49,9 @@ fn weight(key: &[u8], row: &Row) -> u64 {
 #[derive(Clone)]
 struct Weight;
 
-impl Weighter<Vec<u8>, Row> for Weight {
-    fn weight(&self, key: &Vec<u8>, row: &Row) -> u64 {
-        weight(key, row)
+impl Weighter<Vec<u8>, Cached> for Weight {
+    fn weight(&self, key: &Vec<u8>, c: &Cached) -> u64 {
+        weight(key, &c.row)
     }
 }
 
@@ -51,30 +59,30 @@ impl Weighter<Vec<u8>, Row> for Weight {
 /// them, a turn's further ones are not kept.
 const MAX_ABSENT: usize = 4096;
 
-/// How the cache keeps a key.
+/// How the cache keeps a key's row once read.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kept {
-    /// A string or a collection's metadata: whenever it is read or
-    /// written, its absence too (every command on the key reads it).
+    /// A string or a collection's metadata: always, its absence too
+    /// (every command on the key reads it).
     Always,
     /// A collection's element read by point (a hash's field, a set's
-    /// member, a sorted set's member's score): when a read finds it (its
-    /// absence once the turn's writes are known), and when a write
-    /// replaces a row kept. Most elements are written once and seldom
-    /// read by point; putting each new one in (after its absence, which
-    /// the write's own read had put in) took three searches of a table
-    /// of hundreds of thousands of keys per element.
+    /// member, a sorted set's member's score): its value at once, its
+    /// absence once the turn's writes are known, and only if the turn
+    /// did not write it. Most elements are read absent by the command
+    /// that adds them (HSET, SADD, ZADD of a new one), and that row would
+    /// answer nothing: the memstore has the element from then on.
     Read,
 }
 
 /// The cache, off when its capacity is 0.
 pub struct Rows {
-    cache: Option<RefCell<Cache<Vec<u8>, Row, Weight>>>,
+    cache: Option<RefCell<Cache<Vec<u8>, Cached, Weight>>>,
     /// The largest entry it takes: a value that would push out many
     /// others is read from the engine.
     max_entry: u64,
-    /// Elements read and found absent, not in yet ([`Rows::fill`]).
-    absent: RefCell<Vec<Vec<u8>>>,
+    /// Elements read and found absent, with their view's epoch, not in
+    /// yet ([`Rows::fill`]).
+    absent: RefCell<Vec<(Vec<u8>, u64)>>,
     hits: Cell<u64>,
     misses: Cell<u64>,
 }
@@ -111,11 +119,10 @@ impl Rows {
         !key.starts_with(&[0, 0])
     }
 
-    /// Whether the cache keeps `key` when it is read or written, and how
-    /// ([`Kept`]): not a key commands only read in ranges, nor a list's
-    /// element or a stream's entry, read at most once by point (every
-    /// pushed element went in, cost a hash insert and about 190 bytes,
-    /// and served no read: a pop reads it once and deletes it).
+    /// Whether the cache keeps `key` once read, and how ([`Kept`]): not
+    /// a key commands only read in ranges, nor a list's element or a
+    /// stream's entry, read at most once by point (a pop reads it once
+    /// and deletes it).
     fn kept(key: &[u8]) -> Option<Kept> {
         if !Rows::cacheable(key) || keys::reads(key) != keys::Reads::Point {
             return None;
@@ -126,31 +133,31 @@ impl Rows {
         }
     }
 
-    /// `key`'s cached row: `Some(None)` when it is known to have no value,
-    /// `None` when it is not cached.
-    pub fn get(&self, key: &[u8]) -> Option<Row> {
+    /// `key`'s row below a view of `epoch`: `Some(None)` when it is
+    /// known to have no value there, `None` when it is not cached (or was
+    /// read in another view).
+    pub fn get(&self, key: &[u8], epoch: u64) -> Option<Row> {
         let cache = self.cache.as_ref()?;
         if !Rows::cacheable(key) {
             return None;
         }
         match cache.borrow().get(key) {
-            Some(row) => {
+            Some(c) if c.epoch == epoch => {
                 self.hits.set(self.hits.get() + 1);
-                Some(row.clone())
+                Some(c.row.clone())
             }
-            None => {
+            _ => {
                 self.misses.set(self.misses.get() + 1);
                 None
             }
         }
     }
 
-    /// Remembers what the engine holds for `key`: `row`, shared with
-    /// the reader. An element's absence goes in at the next
-    /// [`Rows::settle_absent`], unless a write of it came first: the
-    /// read of a field or member that a write then adds (HSET, SADD,
-    /// ZADD of a new one) puts nothing in.
-    pub fn fill(&self, key: &[u8], row: Row) {
+    /// Remembers what the block files of the view of `epoch` hold for
+    /// `key`: `row`, shared with the reader. An element's absence goes
+    /// in at the next [`Rows::settle_absent`], unless a write of it came
+    /// first.
+    pub fn fill(&self, key: &[u8], row: Row, epoch: u64) {
         if self.cache.is_none() {
             return;
         }
@@ -158,60 +165,34 @@ impl Rows {
             Some(Kept::Read) if row.is_none() => {
                 let mut absent = self.absent.borrow_mut();
                 if absent.len() < MAX_ABSENT {
-                    absent.push(key.to_vec());
+                    absent.push((key.to_vec(), epoch));
                 }
             }
-            Some(_) => self.put_kept(key.to_vec(), row, Kept::Always),
+            Some(_) => self.put(key.to_vec(), Cached { epoch, row }),
             None => {}
         }
     }
 
     /// Puts in the absences of elements read since the last call, but
-    /// those of keys now written (`dirty`). Called before writes leave
-    /// the dirty table: a key read absent and not dirty since has had no
-    /// write since.
+    /// those of keys now written (`dirty`): their memstore will have
+    /// them, and their rows would only push out keys that are read.
     pub fn settle_absent(&self, dirty: impl Fn(&[u8]) -> bool) {
         let absent = std::mem::take(&mut *self.absent.borrow_mut());
-        for key in absent {
+        for (key, epoch) in absent {
             if !dirty(&key) {
-                self.put_kept(key, None, Kept::Always);
+                self.put(key, Cached { epoch, row: None });
             }
         }
     }
 
-    /// Remembers `row` for `key`, whose write is now the engine's. A key
-    /// the cache does not keep ([`Rows::kept`]) would only push out keys
-    /// that are looked up; neither this nor [`Rows::fill`] ever put it in,
-    /// so there is no older row of it to drop. An element's row is
-    /// replaced if the cache has one, and not put in otherwise.
-    pub fn put(&self, key: Vec<u8>, row: Row) {
-        if self.cache.is_none() {
-            return;
-        }
-        if let Some(kept) = Rows::kept(&key) {
-            self.put_kept(key, row, kept);
-        }
-    }
-
-    fn put_kept(&self, key: Vec<u8>, row: Row, kept: Kept) {
+    fn put(&self, key: Vec<u8>, c: Cached) {
         let Some(cache) = &self.cache else { return };
         let mut cache = cache.borrow_mut();
-        if weight(&key, &row) > self.max_entry {
+        if weight(&key, &c.row) > self.max_entry {
             cache.remove(&key);
             return;
         }
-        match kept {
-            Kept::Always => cache.insert(key, row),
-            // Not there: nothing to do (`Err` gives the pair back).
-            Kept::Read => drop(cache.replace(key, row, false)),
-        }
-    }
-
-    /// Forgets `key`: what the engine holds for it may have changed.
-    pub fn forget(&self, key: &[u8]) {
-        if let Some(cache) = &self.cache {
-            cache.borrow_mut().remove(key);
-        }
+        cache.insert(key, c);
     }
 
     pub fn stats(&self) -> RowStats {
@@ -241,29 +222,36 @@ mod tests {
     }
 
     #[test]
-    fn rows_hold_values_and_absences_until_forgotten() {
+    fn rows_answer_reads_below_the_view_they_were_read_in() {
         let rows = Rows::new(1 << 20);
-        assert_eq!(rows.get(b"k"), None);
-        rows.fill(b"k", row(b"v"));
-        rows.fill(b"gone", None);
-        assert_eq!(rows.get(b"k"), Some(Some(Rc::new(b"v".to_vec()))));
-        assert_eq!(rows.get(b"gone"), Some(None));
-        rows.forget(b"k");
-        assert_eq!(rows.get(b"k"), None);
+        assert_eq!(rows.get(b"k", 1), None);
+        rows.fill(b"k", row(b"v"), 1);
+        rows.fill(b"gone", None, 1);
+        assert_eq!(rows.get(b"k", 1), Some(row(b"v")));
+        assert_eq!(rows.get(b"gone", 1), Some(None));
+        // Another view: its block files may hold something else.
+        assert_eq!(rows.get(b"k", 2), None);
+        rows.fill(b"k", row(b"w"), 2);
+        assert_eq!(rows.get(b"k", 2), Some(row(b"w")));
+        assert_eq!(rows.get(b"k", 1), None, "one row per key, the last read");
         let s = rows.stats();
-        assert_eq!((s.hits, s.misses, s.entries), (2, 2, 1));
+        assert_eq!((s.hits, s.misses, s.entries), (3, 3, 2));
     }
 
     #[test]
     fn the_servers_own_keys_and_huge_values_are_never_cached() {
         let rows = Rows::new(1 << 20);
-        rows.fill(b"\0\0stria:versions", row(b"7"));
-        assert_eq!(rows.get(b"\0\0stria:versions"), None);
-        rows.fill(b"big", row(&[1; 1 << 17]));
-        assert_eq!(rows.get(b"big"), None);
-        rows.fill(b"big", row(b"small"));
-        rows.fill(b"big", row(&[1; 1 << 17]));
-        assert_eq!(rows.get(b"big"), None, "a huge value replaces a cached one");
+        rows.fill(b"\0\0stria:versions", row(b"7"), 1);
+        assert_eq!(rows.get(b"\0\0stria:versions", 1), None);
+        rows.fill(b"big", row(&[1; 1 << 17]), 1);
+        assert_eq!(rows.get(b"big", 1), None);
+        rows.fill(b"big", row(b"small"), 1);
+        rows.fill(b"big", row(&[1; 1 << 17]), 2);
+        assert_eq!(
+            rows.get(b"big", 1),
+            None,
+            "a huge value replaces a cached one"
+        );
     }
 
     #[test]
@@ -272,48 +260,34 @@ mod tests {
         let by_score = keys::element(b"z", 1, keys::BY_SCORE, b"\0\0\0\0\0\0\0\0m");
         let index = keys::expiry(5, b"k");
         for k in [&by_score, &index] {
-            rows.fill(k, None);
-            rows.put(k.clone(), row(b""));
-            assert_eq!(rows.get(k), None);
+            rows.fill(k, None, 1);
+            rows.fill(k, row(b""), 1);
+            assert_eq!(rows.get(k, 1), None);
         }
         let scored = keys::element(b"z", 1, keys::SCORED, b"m");
-        rows.fill(&scored, row(b"score"));
-        assert_eq!(rows.get(&scored), Some(row(b"score")));
+        rows.fill(&scored, row(b"score"), 1);
+        assert_eq!(rows.get(&scored, 1), Some(row(b"score")));
         assert_eq!(rows.stats().entries, 1);
     }
 
     #[test]
-    fn an_element_is_kept_once_read_and_its_writes_replace_it() {
+    fn an_elements_absence_is_kept_only_if_the_turn_did_not_write_it() {
         let rows = Rows::new(1 << 20);
         let field = keys::element(b"h", 1, keys::FIELD, b"f");
         let other = keys::element(b"h", 1, keys::FIELD, b"g");
-        // A write of an element not kept leaves it out.
-        rows.put(field.clone(), row(b"1"));
-        assert_eq!(rows.get(&field), None);
-        // A read that finds none keeps the absence once the turn's writes
-        // are known: not for a key written since.
-        rows.fill(&other, None);
-        rows.fill(&field, None);
-        assert_eq!(rows.get(&other), None);
+        rows.fill(&other, None, 1);
+        rows.fill(&field, None, 1);
+        assert_eq!(rows.get(&other, 1), None);
         rows.settle_absent(|k| k == field.as_slice());
-        assert_eq!(rows.get(&other), Some(None));
-        assert_eq!(rows.get(&field), None);
-        // A read that finds a value keeps it; a write replaces it, a
-        // delete's absence too.
-        rows.fill(&field, row(b"1"));
-        rows.put(field.clone(), row(b"2"));
-        assert_eq!(rows.get(&field), Some(row(b"2")));
-        rows.put(field.clone(), None);
-        assert_eq!(rows.get(&field), Some(None));
-        // A huge value replacing a kept one leaves no row behind.
-        rows.put(field.clone(), row(&[1; 1 << 17]));
-        assert_eq!(rows.get(&field), None);
-        // A key's metadata is kept on every read and write, absent too.
+        assert_eq!(rows.get(&other, 1), Some(None));
+        assert_eq!(rows.get(&field, 1), None);
+        // A value found is kept at once.
+        rows.fill(&field, row(b"1"), 1);
+        assert_eq!(rows.get(&field, 1), Some(row(b"1")));
+        // A key's metadata is kept at once, absent too.
         let meta = keys::meta(b"h");
-        rows.fill(&meta, None);
-        assert_eq!(rows.get(&meta), Some(None));
-        rows.put(meta.clone(), row(b"m"));
-        assert_eq!(rows.get(&meta), Some(row(b"m")));
+        rows.fill(&meta, None, 1);
+        assert_eq!(rows.get(&meta, 1), Some(None));
     }
 
     #[test]
@@ -322,21 +296,20 @@ mod tests {
         let item = keys::element(b"l", 1, keys::ITEM, &7u64.to_be_bytes());
         let entry = keys::element(b"s", 1, keys::ENTRY, &[0; 16]);
         for k in [&item, &entry] {
-            rows.fill(k, row(b"v"));
-            rows.put(k.clone(), row(b"w"));
-            assert_eq!(rows.get(k), None);
+            rows.fill(k, row(b"v"), 1);
+            assert_eq!(rows.get(k, 1), None);
         }
         let meta = keys::meta(b"l");
-        rows.put(meta.clone(), row(b"m"));
-        assert_eq!(rows.get(&meta), Some(row(b"m")));
+        rows.fill(&meta, row(b"m"), 1);
+        assert_eq!(rows.get(&meta, 1), Some(row(b"m")));
         assert_eq!(rows.stats().entries, 1);
     }
 
     #[test]
     fn a_cache_of_no_bytes_is_off() {
         let rows = Rows::new(0);
-        rows.fill(b"k", row(b"v"));
-        assert_eq!(rows.get(b"k"), None);
+        rows.fill(b"k", row(b"v"), 1);
+        assert_eq!(rows.get(b"k", 1), None);
         assert_eq!(rows.stats(), RowStats::default());
     }
 
@@ -344,7 +317,7 @@ mod tests {
     fn the_cache_stays_within_its_bytes() {
         let rows = Rows::new(64 << 10);
         for i in 0..10_000u32 {
-            rows.fill(&i.to_be_bytes(), row(&[0; 100]));
+            rows.fill(&i.to_be_bytes(), row(&[0; 100]), 1);
         }
         assert!(rows.stats().bytes <= 64 << 10, "{:?}", rows.stats());
     }

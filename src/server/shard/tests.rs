@@ -213,26 +213,25 @@ fn a_none_write_over_a_write_on_its_way_stays_the_newest() {
 }
 
 #[test]
-fn the_row_cache_answers_clean_keys_with_what_the_engine_holds() {
+fn the_row_cache_answers_what_the_block_files_hold_until_a_flush() {
     let engine = testing::any_engine();
     engine
         .write_batch(&[(&b"a"[..], Some(&b"old"[..]))], None)
         .unwrap();
+    engine.flush_all().unwrap();
     let shard = Shard::new(&engine, 1 << 20);
-    let engine_gets = || engine.stats().gets;
     let read = |k: &[u8]| {
         let mut deps = Deps::default();
         let v = shard.get(k, &mut deps).unwrap();
         (v, deps.is_empty())
     };
-    // Misses fill it, a value or an absence; then it answers alone.
+    let rows = || (shard.row_stats().hits, shard.row_stats().misses);
+    // Misses fill it, a value or an absence; then it answers.
     assert_eq!(read(b"a"), (Some(b"old".to_vec()), true));
     assert_eq!(read(b"none"), (None, true));
-    let before = engine_gets();
     assert_eq!(read(b"a"), (Some(b"old".to_vec()), true));
     assert_eq!(read(b"none"), (None, true));
-    assert_eq!(engine_gets(), before);
-    assert_eq!((shard.row_stats().hits, shard.row_stats().misses), (2, 2));
+    assert_eq!(rows(), (2, 2));
     // A write: the dirty table answers, and the reader waits for it.
     let mut w = Deps::default();
     shard.write(
@@ -243,18 +242,29 @@ fn the_row_cache_answers_clean_keys_with_what_the_engine_holds() {
     assert_eq!(read(b"a"), (Some(b"new".to_vec()), false));
     shard.submit(&notify());
     drain(&shard);
-    // Clean again: the cache has the write, as the engine does.
-    let before = engine_gets();
+    // Clean again: the memstore has the writes, above the cached rows,
+    // which the cache did not have to be told about.
     assert_eq!(read(b"a"), (Some(b"new".to_vec()), true));
     assert_eq!(read(b"none"), (Some(b"now".to_vec()), true));
-    assert_eq!(engine_gets(), before);
-    assert_eq!(engine.get(b"a").unwrap(), Some(b"new".to_vec()));
-    // A delete is cached as an absence.
+    assert_eq!(rows(), (2, 2));
+    // Flushed: the memstore is gone, and the rows of the view before
+    // answer nothing; the new block file does.
+    engine.flush_all().unwrap();
+    assert_eq!(read(b"a"), (Some(b"new".to_vec()), true));
+    assert_eq!(read(b"none"), (Some(b"now".to_vec()), true));
+    assert_eq!(rows(), (2, 4));
+    assert_eq!(read(b"a"), (Some(b"new".to_vec()), true));
+    assert_eq!(rows(), (3, 4));
+    // A delete, flushed: an absence.
     let mut d = Deps::default();
     shard.write(Durability::Write, vec![(b"a".to_vec(), None)], &mut d);
     shard.submit(&notify());
     drain(&shard);
     assert_eq!(read(b"a"), (None, true));
+    engine.flush_all().unwrap();
+    assert_eq!(read(b"a"), (None, true));
+    assert_eq!(read(b"a"), (None, true));
+    assert_eq!(rows(), (4, 5));
     assert_eq!(engine.get(b"a").unwrap(), None);
 }
 
