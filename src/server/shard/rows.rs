@@ -55,24 +55,9 @@ impl Weighter<Vec<u8>, Cached> for Weight {
     }
 }
 
-/// Absences of elements held for [`Rows::settle_absent`] at most; past
+/// Absences held for [`Rows::settle_absent`] at most; past
 /// them, a turn's further ones are not kept.
 const MAX_ABSENT: usize = 4096;
-
-/// How the cache keeps a key's row once read.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kept {
-    /// A string or a collection's metadata: always, its absence too
-    /// (every command on the key reads it).
-    Always,
-    /// A collection's element read by point (a hash's field, a set's
-    /// member, a sorted set's member's score): its value at once, its
-    /// absence once the turn's writes are known, and only if the turn
-    /// did not write it. Most elements are read absent by the command
-    /// that adds them (HSET, SADD, ZADD of a new one), and that row would
-    /// answer nothing: the memstore has the element from then on.
-    Read,
-}
 
 /// The cache, off when its capacity is 0.
 pub struct Rows {
@@ -80,8 +65,8 @@ pub struct Rows {
     /// The largest entry it takes: a value that would push out many
     /// others is read from the engine.
     max_entry: u64,
-    /// Elements read and found absent, with their view's epoch, not in
-    /// yet ([`Rows::fill`]).
+    /// Keys read and found absent, with their view's epoch, not in yet
+    /// ([`Rows::fill`]).
     absent: RefCell<Vec<(Vec<u8>, u64)>>,
     hits: Cell<u64>,
     misses: Cell<u64>,
@@ -119,18 +104,11 @@ impl Rows {
         !key.starts_with(&[0, 0])
     }
 
-    /// Whether the cache keeps `key` once read, and how ([`Kept`]): not
-    /// a key commands only read in ranges, nor a list's element or a
-    /// stream's entry, read at most once by point (a pop reads it once
-    /// and deletes it).
-    fn kept(key: &[u8]) -> Option<Kept> {
-        if !Rows::cacheable(key) || keys::reads(key) != keys::Reads::Point {
-            return None;
-        }
-        match keys::split(key) {
-            Some((_, keys::Part::Sub(..))) => Some(Kept::Read),
-            _ => Some(Kept::Always),
-        }
+    /// Whether the cache keeps `key` once read: not a key commands only
+    /// read in ranges, nor a list's element or a stream's entry, read at
+    /// most once by point (a pop reads it once and deletes it).
+    fn kept(key: &[u8]) -> bool {
+        Rows::cacheable(key) && keys::reads(key) == keys::Reads::Point
     }
 
     /// `key`'s row below a view of `epoch`: `Some(None)` when it is
@@ -154,22 +132,22 @@ impl Rows {
     }
 
     /// Remembers what the block files of the view of `epoch` hold for
-    /// `key`: `row`, shared with the reader. An element's absence goes
-    /// in at the next [`Rows::settle_absent`], unless a write of it came
-    /// first.
+    /// `key`: `row`, shared with the reader. An absence goes in at the
+    /// next [`Rows::settle_absent`], unless a write of the key came
+    /// first: most keys and elements read absent are read by the command
+    /// that creates them (INCR or SET of a new key, HSET, SADD or ZADD of
+    /// a new field or member), and from then on their memstore answers.
     pub fn fill(&self, key: &[u8], row: Row, epoch: u64) {
-        if self.cache.is_none() {
+        if self.cache.is_none() || !Rows::kept(key) {
             return;
         }
-        match Rows::kept(key) {
-            Some(Kept::Read) if row.is_none() => {
-                let mut absent = self.absent.borrow_mut();
-                if absent.len() < MAX_ABSENT {
-                    absent.push((key.to_vec(), epoch));
-                }
-            }
-            Some(_) => self.put(key.to_vec(), Cached { epoch, row }),
-            None => {}
+        if row.is_some() {
+            self.put(key.to_vec(), Cached { epoch, row });
+            return;
+        }
+        let mut absent = self.absent.borrow_mut();
+        if absent.len() < MAX_ABSENT {
+            absent.push((key.to_vec(), epoch));
         }
     }
 
@@ -227,6 +205,7 @@ mod tests {
         assert_eq!(rows.get(b"k", 1), None);
         rows.fill(b"k", row(b"v"), 1);
         rows.fill(b"gone", None, 1);
+        rows.settle_absent(|_| false);
         assert_eq!(rows.get(b"k", 1), Some(row(b"v")));
         assert_eq!(rows.get(b"gone", 1), Some(None));
         // Another view: its block files may hold something else.
@@ -271,7 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn an_elements_absence_is_kept_only_if_the_turn_did_not_write_it() {
+    fn an_absence_is_kept_only_if_the_turn_did_not_write_the_key() {
         let rows = Rows::new(1 << 20);
         let field = keys::element(b"h", 1, keys::FIELD, b"f");
         let other = keys::element(b"h", 1, keys::FIELD, b"g");
@@ -284,10 +263,15 @@ mod tests {
         // A value found is kept at once.
         rows.fill(&field, row(b"1"), 1);
         assert_eq!(rows.get(&field, 1), Some(row(b"1")));
-        // A key's metadata is kept at once, absent too.
+        // A key's metadata too.
         let meta = keys::meta(b"h");
+        let new = keys::meta(b"new");
         rows.fill(&meta, None, 1);
+        rows.fill(&new, None, 1);
+        assert_eq!(rows.get(&meta, 1), None);
+        rows.settle_absent(|k| k == new.as_slice());
         assert_eq!(rows.get(&meta, 1), Some(None));
+        assert_eq!(rows.get(&new, 1), None);
     }
 
     #[test]
