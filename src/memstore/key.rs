@@ -2,8 +2,6 @@
 //! its first forty bytes inline; and the borrowed probe a lookup searches
 //! the map with. A key's versions are its value in the map ([`super::chain`]).
 
-use crate::memstore::chain::Version;
-
 /// Key of the map.
 ///
 /// `prefix` is the key's first [`INLINE`] bytes as big-endian words,
@@ -168,15 +166,6 @@ pub(super) fn tail_cmp(a_len: usize, a: &[u8], b_len: usize, b: &[u8]) -> std::c
 /// A key's bytes past [`INLINE`].
 fn tail(key: &[u8]) -> &[u8] {
     key.get(INLINE..).unwrap_or_default()
-}
-
-/// The order of two versions in a run of writes: by key, then newest
-/// first.
-pub(super) fn run_cmp(a: (&Prefix, &Version), b: (&Prefix, &Version)) -> std::cmp::Ordering {
-    let (ak, bk) = (a.1.record.key(), b.1.record.key());
-    a.0.cmp(b.0)
-        .then_with(|| tail_cmp(ak.len(), tail(ak), bk.len(), tail(bk)))
-        .then(b.1.lsn.cmp(&a.1.lsn))
 }
 
 #[cfg(test)]

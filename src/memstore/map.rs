@@ -4,15 +4,14 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use std::collections::BTreeMap;
 use std::sync::RwLock;
 
-use nohash_hasher::IntMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::admission::{Admission, Inserter, TRIM_AT};
-use super::chain::{Chain, Version};
-use super::key::{prefix, run_cmp, KeyProbe, MapKey, Prefix, Probe};
+use super::chain::Version;
+use super::key::{KeyProbe, Probe};
+use super::tree::Tree;
 use crate::record::Record;
 use crate::table::{Entry, EntryKind};
 
@@ -43,12 +42,14 @@ fn version_bytes(v: &Version) -> u64 {
 /// and a later insert with the same version replaces an earlier one.
 pub struct Memstore {
     id: u64,
-    /// A B-tree, and each key's count of versions, behind one
-    /// reader-writer lock. Each insert holds the write lock for a run of
-    /// B-tree inserts; gets and scans hold the read lock while
-    /// they copy entries out, a flush while it walks the memstore (its
-    /// writes are all in by then, but for a pass up to an LSN of a full
-    /// log: then writes above that LSN wait for the pass). A B-tree keeps
+    /// Each key's versions, by hash and in a B-tree ([`Tree`]), behind
+    /// one reader-writer lock. Each insert holds the write lock for a run
+    /// of inserts; gets hold the read lock while they copy a value out,
+    /// scans while they copy entries out, a flush while it walks the
+    /// memstore (its writes are all in by then, but for a pass up to an
+    /// LSN of a full log: then writes above that LSN wait for the pass);
+    /// a scan or a walk that finds keys not yet in the B-tree takes the
+    /// write lock instead, and folds them in first. A B-tree keeps
     /// a dozen keys side by side per node: an insert or a lookup visits a
     /// handful of nodes where a skip list of as many entries took a cache
     /// miss for each of some thirty towers, and a walk reads keys in
@@ -79,44 +80,6 @@ pub struct Memstore {
     /// Every group of writes admitted and not known to be all inserted,
     /// and the length at which the list is next trimmed.
     admissions: Mutex<(Vec<Arc<Admission>>, usize)>,
-}
-
-/// The memstore's map: each key's versions, in key order and by hash.
-#[derive(Default)]
-struct Tree {
-    /// Each key, in order, with where its versions are in `chains`.
-    keys: BTreeMap<MapKey, u32>,
-    /// Each key's versions, in the order the keys came (never removed).
-    chains: Vec<Chain>,
-    /// The 64-bit hash of every key in `keys`, with the chain of the first
-    /// key of that hash. A lookup of a key whose hash is not here ends
-    /// without a search, and an insert of one goes straight in; a key
-    /// whose hash is here is found without a search of the tree (a
-    /// rewritten counter, a collection's metadata), unless another key
-    /// has the same hash (then the tree is searched).
-    index: IntMap<u64, u32>,
-    /// Versions held, in every chain.
-    versions: u64,
-}
-
-impl Tree {
-    /// The chain of `key`, whose hash is `hash`, if the map holds it.
-    fn find(&self, hash: u64, probe: &KeyProbe<'_>) -> Option<u32> {
-        let &at = self.index.get(&hash)?;
-        if self.chains[at as usize].newest().record.key() == probe.key {
-            return Some(at);
-        }
-        self.keys.get(probe as &dyn Probe).copied()
-    }
-
-    /// Adds a key's first version, `v`.
-    fn add(&mut self, key: MapKey, hash: u64, v: Version) {
-        let at = u32::try_from(self.chains.len()).expect("fewer than 2^32 keys in a memstore");
-        self.chains.push(Chain::One(v));
-        self.keys.insert(key, at);
-        self.index.entry(hash).or_insert(at);
-        self.versions += 1;
-    }
 }
 
 /// While alive, no version leaves the memstore ([`Memstore::keep_versions`]).
@@ -223,7 +186,9 @@ impl Memstore {
     }
 
     /// Inserts the writes `(record, version, kind)` of `run`, in order,
-    /// under one lock of the map, and empties `run`.
+    /// under one lock of the map, and empties `run`. The engine's runs
+    /// are in LSN order; a run out of order is inserted as well, but a
+    /// durable write may then keep an older version beside it.
     ///
     /// `durable`: the writes are logged and durable (acknowledged at
     /// `sync`). Then the older versions of each key are dropped, and the
@@ -247,15 +212,15 @@ impl Memstore {
             return 0;
         }
         let (mut max, mut keys, mut values) = (0, 0, 0);
-        // The prefix and the hash are computed before the lock is taken.
-        let mut entries: Vec<(Prefix, Version, u64)> = run
+        // The hashes are computed before the lock is taken.
+        let entries: Vec<(Version, u64)> = run
             .drain(..)
             .map(|(record, lsn, kind)| {
                 max = max.max(lsn);
                 keys += record.key_len() as u64;
                 values += record.value_len() as u64;
                 let hash = xxh3_64(record.key());
-                (prefix(record.key()), Version { lsn, record, kind }, hash)
+                (Version { lsn, record, kind }, hash)
             })
             .collect();
         if logged && max > self.max_lsn.load(Ordering::Relaxed) {
@@ -267,37 +232,18 @@ impl Memstore {
         self.inserted_key_bytes.fetch_add(keys, Ordering::Relaxed);
         self.inserted_value_bytes
             .fetch_add(values, Ordering::Relaxed);
-        // In key order, each insert's search walks the nodes the one
-        // before it walked, still in the CPU's cache: a run of a
-        // collection's elements (long keys that share their first bytes,
-        // so each comparison reads the key) went to a node missing the
-        // cache at every level. Sorted before the lock is taken, and
-        // stably: unlogged writes of one key and version stay in order.
-        entries.sort_by(|a, b| run_cmp((&a.0, &a.1), (&b.0, &b.1)));
+        // In the run's order: a later version of a key replaces or joins
+        // an earlier one in its chain (a durable one drops it, returning
+        // its bytes), and an unlogged write replaces an earlier one of
+        // the same version. Keys are found by hash, and new ones join the
+        // B-tree only when a walk needs them, so the run is not sorted.
         let mut freed = 0;
-        if durable {
-            // Versions of a key sort newest first: the first one stays.
-            entries.dedup_by(|later, first| {
-                let same = later.0 == first.0 && later.1.record.key() == first.1.record.key();
-                if same {
-                    freed += version_bytes(&later.1);
-                }
-                same
-            });
-        }
         let mut guard = self.map.write().expect("memstore lock");
         let tree = &mut *guard;
         let shed = durable && !self.passing.load(Ordering::SeqCst);
-        for (prefix, version, hash) in entries {
-            let found = tree.find(
-                hash,
-                &KeyProbe {
-                    prefix,
-                    key: version.record.key(),
-                },
-            );
-            let Some(at) = found else {
-                tree.add(MapKey::new(prefix, version.record.key()), hash, version);
+        for (version, hash) in entries {
+            let Some(at) = tree.find(hash, version.record.key()) else {
+                tree.add(hash, version);
                 continue;
             };
             let chain = &mut tree.chains[at as usize];
@@ -351,7 +297,7 @@ impl Memstore {
     fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Version) -> T) -> Option<T> {
         let hash = xxh3_64(key);
         let tree = self.map.read().expect("memstore lock");
-        let at = tree.find(hash, &KeyProbe::new(key))?;
+        let at = tree.find(hash, key)?;
         Some(f(tree.chains[at as usize].newest()))
     }
 
@@ -371,22 +317,38 @@ impl Memstore {
         } else {
             Bound::Included(probe)
         };
-        let mut out: Vec<Entry> = Vec::new();
-        let tree = self.map.read().expect("memstore lock");
-        for (_, &at) in tree.keys.range::<dyn Probe, _>((start, Bound::Unbounded)) {
-            let v = tree.chains[at as usize].newest();
-            let k = v.record.key();
-            if to.is_some_and(|to| k >= to) || out.len() == max {
-                break;
+        self.sorted(|tree| {
+            let mut out: Vec<Entry> = Vec::new();
+            for (_, &at) in tree.keys.range::<dyn Probe, _>((start, Bound::Unbounded)) {
+                let v = tree.chains[at as usize].newest();
+                let k = v.record.key();
+                if to.is_some_and(|to| k >= to) || out.len() == max {
+                    break;
+                }
+                out.push(Entry {
+                    key: k.to_vec(),
+                    lsn: v.lsn,
+                    kind: v.kind,
+                    value: v.record.value().to_vec(),
+                });
             }
-            out.push(Entry {
-                key: k.to_vec(),
-                lsn: v.lsn,
-                kind: v.kind,
-                value: v.record.value().to_vec(),
-            });
+            out
+        })
+    }
+
+    /// Runs `f` on the map with every key in its B-tree: under the read
+    /// lock when they are, else under the write lock once the fresh keys
+    /// are folded in ([`Tree::fold`]).
+    fn sorted<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
+        {
+            let tree = self.map.read().expect("memstore lock");
+            if tree.is_folded() {
+                return f(&tree);
+            }
         }
-        out
+        let mut tree = self.map.write().expect("memstore lock");
+        tree.fold();
+        f(&tree)
     }
 
     /// Calls `f` with the newest version of every key, in key order.
@@ -415,17 +377,18 @@ impl Memstore {
         upto: u64,
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let tree = self.map.read().expect("memstore lock");
-        for &at in tree.keys.values() {
-            let Some(v) = tree.chains[at as usize].newest_upto(upto) else {
-                continue;
-            };
-            if above.is_some_and(|a| v.lsn <= a) {
-                continue;
+        self.sorted(|tree| {
+            for &at in tree.keys.values() {
+                let Some(v) = tree.chains[at as usize].newest_upto(upto) else {
+                    continue;
+                };
+                if above.is_some_and(|a| v.lsn <= a) {
+                    continue;
+                }
+                f(v.record.key(), v.lsn, v.kind, v.record.value())?;
             }
-            f(v.record.key(), v.lsn, v.kind, v.record.value())?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// The LSN up to which a recorded pass over a full log wrote this
@@ -538,30 +501,6 @@ impl Memstore {
 mod tests {
     use super::*;
 
-    /// Two keys of one hash: the index holds the first, the tree finds the
-    /// second, and a third key of that hash is found in neither.
-    #[test]
-    fn keys_of_one_hash_are_told_apart() {
-        let mut t = Tree::default();
-        let version = |k: &[u8], lsn| Version {
-            lsn,
-            record: Record::new(k, b"v"),
-            kind: EntryKind::Put,
-        };
-        let probe = |k: &'static [u8]| KeyProbe::new(k);
-        assert_eq!(t.find(7, &probe(b"a")), None);
-        t.add(MapKey::new(prefix(b"a"), b"a"), 7, version(b"a", 1));
-        t.add(MapKey::new(prefix(b"b"), b"b"), 7, version(b"b", 2));
-        assert_eq!(t.find(7, &probe(b"a")), Some(0));
-        assert_eq!(t.find(7, &probe(b"b")), Some(1));
-        assert_eq!(t.find(7, &probe(b"c")), None);
-        assert_eq!(t.find(8, &probe(b"a")), None);
-        assert_eq!(t.chains[1].newest().record.key(), b"b");
-        let order: Vec<u32> = t.keys.values().copied().collect();
-        assert_eq!(order, [0, 1]);
-        assert_eq!(t.versions, 2);
-    }
-
     fn put(m: &Memstore, k: &str, v: u64, val: &str) {
         m.insert(
             k.as_bytes().to_vec(),
@@ -671,8 +610,9 @@ mod tests {
         assert_eq!(run(&[(b"k", 60)], true), 7 * entry_bytes(1, 2));
         assert_eq!(m.stats().entries, 2);
         assert_eq!(m.get(b"k").unwrap().lsn, 60);
-        // Two writes of a key in one durable run keep the newer.
-        assert_eq!(run(&[(b"k", 62), (b"k", 61)], true), 2 * entry_bytes(1, 2));
+        // Two writes of a key in one durable run (in LSN order, as the
+        // engine's runs are) keep the newer.
+        assert_eq!(run(&[(b"k", 61), (b"k", 62)], true), 2 * entry_bytes(1, 2));
         assert_eq!(m.stats().entries, 2);
         assert_eq!(m.get(b"k").unwrap().lsn, 62);
         // Another key's versions, before or after it, stay.

@@ -2,11 +2,12 @@
 //! memory accounting, and the global limit that makes writers wait.
 //!
 //! - [`Memstore`]: one region's map of each key to its versions (a value
-//!   or a tombstone each): a B-tree, with a hash index that finds a key
-//!   written again without a search, behind a reader-writer lock. Writers insert runs
-//!   of writes once their WAL appends are acknowledged, readers look up
-//!   and iterate under the read lock, a flush reactor walks it once it is
-//!   frozen. Keys and values are the writes' shared records
+//!   or a tombstone each): a hash index that finds a key by point, and a
+//!   B-tree for walks in key order that a new key joins only when a walk
+//!   needs it (`tree.rs`), behind a reader-writer lock. Writers insert
+//!   runs of writes once their WAL appends are acknowledged, readers look
+//!   up and iterate under the read lock, a flush reactor walks it once it
+//!   is frozen. Keys and values are the writes' shared records
 //!   ([`crate::record`]).
 //! - [`Memory`]: the bytes of every memstore together, and the blocking of
 //!   writers above `global-limit` until the total is below
@@ -28,6 +29,7 @@ mod map;
 mod regions;
 #[cfg(test)]
 mod tests;
+mod tree;
 
 pub use admission::{Admission, Inserter};
 pub use limit::{Memory, MemoryStats};
