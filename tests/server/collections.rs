@@ -474,6 +474,87 @@ fn sorted_set_commands_as_redis_answers_them() {
 /// A collection deleted, expired or overwritten is one write, and a new
 /// one under the name starts empty.
 #[test]
+fn sorted_set_ranges_end_where_their_bounds_do() {
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let r = |c: &mut redis::Connection, args: &[&str]| q::<Vec<String>>(c, args);
+    q::<i64>(
+        &mut c,
+        &[
+            "ZADD", "e", "1", "a", "1", "b", "2", "c", "2", "d", "3", "e", "+inf", "z", "0", "zero",
+        ],
+    );
+    assert_eq!(
+        r(&mut c, &["ZRANGEBYSCORE", "e", "1", "2"]),
+        ["a", "b", "c", "d"]
+    );
+    assert_eq!(r(&mut c, &["ZRANGEBYSCORE", "e", "(1", "2"]), ["c", "d"]);
+    assert_eq!(r(&mut c, &["ZRANGEBYSCORE", "e", "1", "(2"]), ["a", "b"]);
+    assert!(r(&mut c, &["ZRANGEBYSCORE", "e", "(1", "(2"]).is_empty());
+    assert!(r(&mut c, &["ZRANGEBYSCORE", "e", "(1", "(1"]).is_empty());
+    assert!(r(&mut c, &["ZRANGEBYSCORE", "e", "2", "1"]).is_empty());
+    assert!(r(&mut c, &["ZRANGEBYSCORE", "e", "-inf", "(0"]).is_empty());
+    assert_eq!(r(&mut c, &["ZRANGEBYSCORE", "e", "-0", "0"]), ["zero"]);
+    assert_eq!(r(&mut c, &["ZRANGEBYSCORE", "e", "3", "+inf"]), ["e", "z"]);
+    assert_eq!(r(&mut c, &["ZRANGEBYSCORE", "e", "+inf", "+inf"]), ["z"]);
+    assert_eq!(
+        r(&mut c, &["ZREVRANGEBYSCORE", "e", "(3", "(1"]),
+        ["d", "c"]
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZCOUNT", "e", "(0", "(+inf"]), 5);
+    // A member and the same bytes followed by a zero byte, of one score.
+    q::<i64>(
+        &mut c,
+        &["ZADD", "nul", "0", "a", "0", "a\0", "0", "ab", "0", "b"],
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZRANK", "nul", "a\0"]), 1);
+    assert_eq!(q::<i64>(&mut c, &["ZRANK", "nul", "b"]), 3);
+    assert_eq!(r(&mut c, &["ZRANGEBYLEX", "nul", "[a", "[a"]), ["a"]);
+    assert_eq!(
+        r(&mut c, &["ZRANGEBYLEX", "nul", "[a", "(ab"]),
+        ["a", "a\0"]
+    );
+    assert_eq!(
+        r(&mut c, &["ZRANGEBYLEX", "nul", "(a", "[ab"]),
+        ["a\0", "ab"]
+    );
+    assert_eq!(r(&mut c, &["ZRANGEBYLEX", "nul", "-", "[a"]), ["a"]);
+    assert!(r(&mut c, &["ZRANGEBYLEX", "nul", "[b", "[a"]).is_empty());
+    assert!(r(&mut c, &["ZRANGEBYLEX", "nul", "(a", "(a"]).is_empty());
+    assert_eq!(q::<i64>(&mut c, &["ZLEXCOUNT", "nul", "(a", "+"]), 3);
+    // Ranges longer than a scan's chunk.
+    let mut add = vec!["ZADD".to_string(), "big".into()];
+    for i in 0..3000 {
+        add.push(i.to_string());
+        add.push(format!("m{i:05}"));
+    }
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    assert_eq!(q::<i64>(&mut c, &add), 3000);
+    let got = r(&mut c, &["ZRANGEBYSCORE", "big", "10", "2500"]);
+    assert_eq!(got.len(), 2491);
+    assert_eq!((got[0].as_str(), got[2490].as_str()), ("m00010", "m02500"));
+    assert_eq!(
+        r(
+            &mut c,
+            &[
+                "ZRANGEBYSCORE",
+                "big",
+                "(1500",
+                "+inf",
+                "LIMIT",
+                "1200",
+                "2"
+            ]
+        ),
+        ["m02701", "m02702"]
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZRANK", "big", "m02999"]), 2999);
+    let lex = r(&mut c, &["ZRANGEBYLEX", "big", "[m00100", "(m02100"]);
+    assert_eq!(lex.len(), 2000);
+}
+
+#[test]
 fn deleting_a_collection_of_any_size_is_one_write() {
     let dir = tempdir();
     let s = Server::start(dir.path(), &Map::default());

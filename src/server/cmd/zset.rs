@@ -187,12 +187,15 @@ impl<'a> Conn<'a> {
         &mut self,
         key: &[u8],
         m: &Meta,
-        from: Vec<u8>,
+        (from, upto): (Vec<u8>, Option<Vec<u8>>),
         limit: usize,
         mut keep: impl FnMut(f64, &[u8]) -> bool,
     ) -> Res<Scored> {
         let start = keys::sub(key, m.version, BY_SCORE, 0);
-        let end = keys::sub_end(key, m.version, BY_SCORE);
+        // The scan ends where the range does: a scan to the end of the
+        // index read up to a chunk of members past it (and the deletes
+        // among them) to return the few in it.
+        let end = upto.unwrap_or_else(|| keys::sub_end(key, m.version, BY_SCORE));
         let mut out = Vec::new();
         let mut at = from;
         while out.len() < limit {
@@ -212,6 +215,9 @@ impl<'a> Conn<'a> {
                 Some((k, _)) if n == want => {
                     at = k.clone();
                     at.push(0);
+                    if at >= end {
+                        break;
+                    }
                 }
                 _ => break,
             }
@@ -222,7 +228,7 @@ impl<'a> Conn<'a> {
     /// Every member of `m` with its score, in score order.
     pub(super) fn all_scored(&mut self, key: &[u8], m: &Meta) -> Res<Scored> {
         let from = keys::sub(key, m.version, BY_SCORE, 0);
-        self.by_score_from(key, m, from, usize::MAX, |_, _| true)
+        self.by_score_from(key, m, (from, None), usize::MAX, |_, _| true)
     }
 
     /// Members with a score in `bounds`, in score order, up to `limit`.
@@ -233,18 +239,35 @@ impl<'a> Conn<'a> {
         bounds: &(Bound<f64>, Bound<f64>),
         limit: usize,
     ) -> Res<Scored> {
-        let mut from = keys::sub(key, m.version, BY_SCORE, 8);
-        match bounds.0 {
-            Bound::Included(s) => from.extend_from_slice(&ordered(s)),
-            // Past every member of that score: the next score's encoding.
-            Bound::Excluded(s) => match u64::from_be_bytes(ordered(s)).checked_add(1) {
-                Some(next) => from.extend_from_slice(&next.to_be_bytes()),
+        let base = keys::sub(key, m.version, BY_SCORE, 8);
+        // The key of every member of score `s`, or of the next score.
+        let at = |s: f64, next: bool| {
+            let o = u64::from_be_bytes(ordered(s));
+            let o = if next { o.checked_add(1)? } else { o };
+            let mut k = base.clone();
+            k.extend_from_slice(&o.to_be_bytes());
+            Some(k)
+        };
+        let from = match bounds.0 {
+            Bound::Included(s) => at(s, false),
+            // Past every member of that score.
+            Bound::Excluded(s) => match at(s, true) {
+                Some(k) => Some(k),
                 None => return Ok(vec![]),
             },
-            Bound::Unbounded => {}
+            Bound::Unbounded => None,
+        }
+        .unwrap_or_else(|| base.clone());
+        let upto = match bounds.1 {
+            Bound::Included(s) => at(s, true),
+            Bound::Excluded(s) => at(s, false),
+            Bound::Unbounded => None,
+        };
+        if upto.as_ref().is_some_and(|u| *u <= from) {
+            return Ok(vec![]);
         }
         let hi = bounds.1;
-        self.by_score_from(key, m, from, limit, move |s, _| match hi {
+        self.by_score_from(key, m, (from, upto), limit, move |s, _| match hi {
             Bound::Included(h) => s <= h,
             Bound::Excluded(h) => s < h,
             Bound::Unbounded => true,
@@ -262,10 +285,25 @@ impl<'a> Conn<'a> {
         limit: usize,
     ) -> Res<Scored> {
         let start = keys::sub(key, m.version, SCORED, 0);
-        let end = keys::sub_end(key, m.version, SCORED);
         let mut at = start.clone();
         if let Bound::Included(b) | Bound::Excluded(b) = lo {
             at.extend_from_slice(b);
+        }
+        // The scan ends where the range does (a scan to the end of the
+        // set read up to a chunk of members past it).
+        let end = match hi {
+            Bound::Included(b) | Bound::Excluded(b) => {
+                let mut e = start.clone();
+                e.extend_from_slice(b);
+                if matches!(hi, Bound::Included(_)) {
+                    e.push(0);
+                }
+                e
+            }
+            Bound::Unbounded => keys::sub_end(key, m.version, SCORED),
+        };
+        if at >= end {
+            return Ok(Vec::new());
         }
         let mut out = Vec::new();
         while out.len() < limit {
@@ -294,6 +332,9 @@ impl<'a> Conn<'a> {
                 Some((k, _)) if n == want => {
                     at = k.clone();
                     at.push(0);
+                    if at >= end {
+                        break;
+                    }
                 }
                 _ => break,
             }
@@ -304,7 +345,7 @@ impl<'a> Conn<'a> {
     /// Members at ranks `a..=b` (from the lowest score).
     pub(super) fn rank_range(&mut self, key: &[u8], m: &Meta, a: u64, b: u64) -> Res<Scored> {
         let from = keys::sub(key, m.version, BY_SCORE, 0);
-        let mut got = self.by_score_from(key, m, from, (b + 1) as usize, |_, _| true)?;
+        let mut got = self.by_score_from(key, m, (from, None), (b + 1) as usize, |_, _| true)?;
         Ok(got.split_off((a as usize).min(got.len())))
     }
 
@@ -492,8 +533,12 @@ impl<'a> Conn<'a> {
         // Members before it in score order.
         let from = keys::sub(key, m.version, BY_SCORE, 0);
         let target = (ordered(score), member.clone());
+        // Up to the member's own key.
+        let mut upto = keys::sub(key, m.version, BY_SCORE, 8 + member.len());
+        upto.extend_from_slice(&target.0);
+        upto.extend_from_slice(member);
         let before = self
-            .by_score_from(key, &m, from, usize::MAX, |s, mem| {
+            .by_score_from(key, &m, (from, Some(upto)), usize::MAX, |s, mem| {
                 (ordered(s), mem) < (target.0, target.1.as_slice())
             })?
             .len() as i64;
