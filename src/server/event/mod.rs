@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::io::{self, ErrorKind};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -78,10 +78,14 @@ pub struct LoopNotify {
     waker: Arc<Waker>,
     /// The loop is about to sleep, or sleeps.
     armed: AtomicBool,
+    /// Acknowledgements told so far: while it has not moved, no reply
+    /// that waited can have become ready (see `Loop::acked`).
+    told: AtomicU64,
 }
 
 impl Notify for LoopNotify {
     fn notify(&self) {
+        self.told.fetch_add(1, Ordering::SeqCst);
         if self.armed.swap(false, Ordering::SeqCst) {
             let _ = self.waker.wake();
         }
@@ -109,6 +113,7 @@ impl Parts {
             notify: Arc::new(LoopNotify {
                 waker,
                 armed: AtomicBool::new(false),
+                told: AtomicU64::new(0),
             }),
         })
     }
@@ -143,6 +148,11 @@ struct Loop<'a> {
     work: Vec<usize>,
     /// Connections with replies waiting for writes.
     waiting: Vec<usize>,
+    /// `notify.told` when `waiting` was last looked at: every connection
+    /// in it was found not ready since.
+    checked: u64,
+    /// A batch submitted since was done before its notice was registered.
+    unnoticed: bool,
     /// Connections by client id (where CLIENT TRACKING redirects).
     ids: HashMap<u64, usize>,
     expiry: Expiry,
@@ -164,6 +174,8 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
         free: Vec::new(),
         work: Vec::new(),
         waiting: Vec::new(),
+        checked: 0,
+        unnoticed: false,
         ids: HashMap::new(),
         expiry: Expiry::default(),
         sweep: Sweep::default(),
@@ -265,9 +277,11 @@ impl<'a> Loop<'a> {
             return Some(Duration::ZERO);
         }
         let ready = || {
-            self.waiting
-                .iter()
-                .any(|&i| self.conns[i].as_ref().is_some_and(|c| c.conn.ready()))
+            self.acked()
+                && self
+                    .waiting
+                    .iter()
+                    .any(|&i| self.conns[i].as_ref().is_some_and(|c| c.conn.ready()))
         };
         let wal = match &self.wal {
             // Before arming: what this completes is seen below, without a
@@ -291,6 +305,15 @@ impl<'a> Loop<'a> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// Whether a waiting reply may have become ready since `waiting` was
+    /// last looked at: an acknowledgement was told since, or a batch was
+    /// done before it could be. Otherwise a look would find none: at
+    /// `-P 1` the loop looked at every waiting connection three times a
+    /// turn.
+    fn acked(&self) -> bool {
+        self.unnoticed || self.notify.told.load(Ordering::SeqCst) != self.checked
     }
 
     /// Takes the connections the acceptor handed over.
@@ -428,17 +451,22 @@ impl<'a> Loop<'a> {
         }
         // The `expired` events of the cycle, and their invalidations.
         self.deliver();
-        // Replies whose writes were acknowledged.
-        for i in std::mem::take(&mut self.waiting) {
-            let Some(c) = self.conns[i].as_mut() else {
-                continue;
-            };
-            c.waiting = false;
-            if c.conn.ready() {
-                self.queue(i);
-            } else {
-                c.waiting = true;
-                self.waiting.push(i);
+        // Replies whose writes were acknowledged. Read before looking:
+        // an acknowledgement during the look moves it again.
+        if self.acked() {
+            self.unnoticed = false;
+            self.checked = self.notify.told.load(Ordering::SeqCst);
+            for i in std::mem::take(&mut self.waiting) {
+                let Some(c) = self.conns[i].as_mut() else {
+                    continue;
+                };
+                c.waiting = false;
+                if c.conn.ready() {
+                    self.queue(i);
+                } else {
+                    c.waiting = true;
+                    self.waiting.push(i);
+                }
             }
         }
         self.time_out_blocked();
@@ -460,7 +488,9 @@ impl<'a> Loop<'a> {
         }
         // The turn's writes go to the engine together.
         let notify: Arc<dyn Notify> = self.notify.clone();
-        self.shard.submit(&notify);
+        if self.shard.submit(&notify) {
+            self.unnoticed = true;
+        }
         // On their way to the devices now, not when the loop next polls.
         if let Some(h) = &self.wal {
             h.drive();

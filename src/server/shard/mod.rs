@@ -593,8 +593,11 @@ impl<'a> Shard<'a> {
     }
 
     /// Submits the turn's batches to the engine, in order; `notify` is
-    /// told as each is acknowledged.
-    pub fn submit(&self, notify: &Arc<dyn Notify>) {
+    /// told as each is acknowledged. True if one of them was done before
+    /// `notify` could be told (it failed at once, or the log acknowledged
+    /// it before the notice was registered): then no notice comes for it.
+    pub fn submit(&self, notify: &Arc<dyn Notify>) -> bool {
+        let mut done = false;
         let open = std::mem::take(&mut *self.open.borrow_mut());
         for b in open {
             let writes = std::mem::take(&mut *b.writes.borrow_mut());
@@ -615,8 +618,10 @@ impl<'a> Shard<'a> {
             // Never asked before now: `is_done` remembers a `true`.
             debug_assert!(matches!(*b.state.borrow(), State::Open) && !b.done.get());
             *b.state.borrow_mut() = state;
+            done |= b.is_done();
             self.flight.borrow_mut().push_back(b);
         }
+        done
     }
 
     fn submit_writes(
