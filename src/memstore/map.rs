@@ -25,6 +25,11 @@ use crate::table::{Entry, EntryKind};
 /// and a long key's copy of its bytes past the prefix.
 pub const ENTRY_OVERHEAD: u64 = 120;
 
+/// New keys a memstore holds outside its B-tree at most
+/// ([`Memstore::insert_records`]): a fold of that many takes a
+/// millisecond or two.
+const FOLD_AT: usize = 4096;
+
 /// What an entry of `key_len` and `value_len` bytes is charged.
 pub fn entry_bytes(key_len: usize, value_len: usize) -> u64 {
     key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
@@ -256,6 +261,12 @@ impl Memstore {
                 tree.versions += gained;
             }
         }
+        // A bounded fold now and then: the first walk after many new keys
+        // (a flush, a scan after a load) would otherwise hold the write
+        // lock while it sorts them all.
+        if tree.unfolded() >= FOLD_AT {
+            tree.fold();
+        }
         freed
     }
 
@@ -336,19 +347,20 @@ impl Memstore {
         })
     }
 
-    /// Runs `f` on the map with every key in its B-tree: under the read
-    /// lock when they are, else under the write lock once the fresh keys
-    /// are folded in ([`Tree::fold`]).
+    /// Runs `f` on the map with every key in its B-tree, under the read
+    /// lock: the fresh keys are folded in first ([`Tree::fold`]) under
+    /// the write lock, which is let go before `f` runs (a flush's walk
+    /// must not hold up the reads of its memstore).
     fn sorted<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
-        {
-            let tree = self.map.read().expect("memstore lock");
-            if tree.is_folded() {
-                return f(&tree);
+        loop {
+            {
+                let tree = self.map.read().expect("memstore lock");
+                if tree.is_folded() {
+                    return f(&tree);
+                }
             }
+            self.map.write().expect("memstore lock").fold();
         }
-        let mut tree = self.map.write().expect("memstore lock");
-        tree.fold();
-        f(&tree)
     }
 
     /// Calls `f` with the newest version of every key, in key order.
@@ -553,6 +565,26 @@ mod tests {
         assert_eq!(m.get(b"k").unwrap().value, b"newer");
         // Unlogged writes leave the highest logged LSN alone.
         assert_eq!(m.max_lsn(), 0);
+    }
+
+    #[test]
+    fn new_keys_wait_outside_the_tree_a_bounded_while() {
+        let m = Memstore::new(1, 0);
+        for i in 0..(FOLD_AT as u64 + 100) {
+            put(&m, &format!("k{i:06}"), i + 1, "v");
+            assert!(m.map.read().unwrap().unfolded() < FOLD_AT);
+        }
+        assert_eq!(m.map.read().unwrap().unfolded(), 100);
+        // A walk folds the rest in, and sees every key in order.
+        let mut seen = Vec::new();
+        m.for_each_newest(|k, _, _, _| {
+            seen.push(k.to_vec());
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert!(m.map.read().unwrap().is_folded());
+        assert_eq!(seen.len(), FOLD_AT + 100);
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -2,16 +2,15 @@
 //! kept in key order for walks.
 //!
 //! A key's first version goes into a vector of chains and the hash index
-//! only; its place in the B-tree of keys is found later, when a walk in
-//! key order needs it ([`Tree::fold`]): a scan of the memstore, or its
-//! flush. Most keys are read by point (a counter, a collection's
-//! metadata, a hash's field, a list's element), and a point lookup asks
-//! the index, so a new key no one walks past costs no search of the
-//! tree when it is written. The B-tree insert of a key that arrived at
-//! random (half the cost of a write's memstore insert, a tenth of the
-//! shard's time at `incr -P 1` on 100,000 keys) becomes, at the fold,
-//! one sort of the keys that came since and a run of inserts in order,
-//! each walking the nodes the one before it walked.
+//! only; its place in the B-tree of keys is found later ([`Tree::fold`]),
+//! when a walk in key order needs it (a scan of the memstore, its flush)
+//! or a few thousand new keys have gathered. Point reads and writes ask
+//! the index, so they never wait for the tree. The B-tree insert of a key
+//! that arrived at random, a search from the root missing the CPU's
+//! cache at each level (half the cost of a write's memstore insert at
+//! `incr -P 1` on 100,000 keys), becomes one sort of the keys that came
+//! since and a run of inserts in order, each walking the nodes the one
+//! before it walked.
 
 use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
@@ -78,6 +77,11 @@ impl Tree {
     /// Whether every key is in `keys`.
     pub(super) fn is_folded(&self) -> bool {
         self.fresh.is_empty()
+    }
+
+    /// Keys not in `keys` yet.
+    pub(super) fn unfolded(&self) -> usize {
+        self.fresh.len()
     }
 
     /// Puts the keys added since the last fold into `keys`.
