@@ -496,8 +496,8 @@ pub struct ServerConfig {
     pub max_bulk: u64,
     /// The most a connection may have buffered of requests not yet complete.
     pub max_query: u64,
-    /// Bytes of clean keys and values the shard keeps for reads
-    /// (`row-cache`, 256MiB; 0 turns it off).
+    /// Bytes the shard keeps of what the block files hold for keys it
+    /// read lately (`row-cache`, 256MiB; 0 turns it off).
     pub row_cache: u64,
     /// Where the Prometheus `/metrics` endpoint listens; off when absent.
     pub metrics: Option<SocketAddr>,
