@@ -53,8 +53,8 @@ pub struct Memstore {
     /// scans while they copy entries out, a flush while it walks the
     /// memstore (its writes are all in by then, but for a pass up to an
     /// LSN of a full log: then writes above that LSN wait for the pass);
-    /// a scan or a walk that finds keys not yet in the B-tree takes the
-    /// write lock instead, and folds them in first. A B-tree keeps
+    /// a scan or a walk that finds keys not yet in the B-tree first takes
+    /// the write lock to fold them in. A B-tree keeps
     /// a dozen keys side by side per node: an insert or a lookup visits a
     /// handful of nodes where a skip list of as many entries took a cache
     /// miss for each of some thirty towers, and a walk reads keys in
@@ -241,7 +241,7 @@ impl Memstore {
         // an earlier one in its chain (a durable one drops it, returning
         // its bytes), and an unlogged write replaces an earlier one of
         // the same version. Keys are found by hash, and new ones join the
-        // B-tree only when a walk needs them, so the run is not sorted.
+        // B-tree later, sorted ([`Tree::fold`]), so the run is not sorted.
         let mut freed = 0;
         let mut guard = self.map.write().expect("memstore lock");
         let tree = &mut *guard;

@@ -3,8 +3,8 @@
 //!
 //! - [`Memstore`]: one region's map of each key to its versions (a value
 //!   or a tombstone each): a hash index that finds a key by point, and a
-//!   B-tree for walks in key order that a new key joins only when a walk
-//!   needs it (`tree.rs`), behind a reader-writer lock. Writers insert
+//!   B-tree for walks in key order that new keys join in sorted batches
+//!   (`tree.rs`), behind a reader-writer lock. Writers insert
 //!   runs of writes once their WAL appends are acknowledged, readers look
 //!   up and iterate under the read lock, a flush reactor walks it once it
 //!   is frozen. Keys and values are the writes' shared records

@@ -181,15 +181,14 @@ impl<'a> Conn<'a> {
         w.push((keys::meta(key), Some(next.encode())));
     }
 
-    /// Members in score order from `from` (a sub-key of the score order),
-    /// up to `limit`, while `keep` holds.
+    /// Members in score order from `from` (a sub-key of the score order)
+    /// to `upto` (exclusive; none: to the last), up to `limit`.
     fn by_score_from(
         &mut self,
         key: &[u8],
         m: &Meta,
         (from, upto): (Vec<u8>, Option<Vec<u8>>),
         limit: usize,
-        mut keep: impl FnMut(f64, &[u8]) -> bool,
     ) -> Res<Scored> {
         let start = keys::sub(key, m.version, BY_SCORE, 0);
         // The scan ends where the range does: a scan to the end of the
@@ -206,9 +205,6 @@ impl<'a> Conn<'a> {
                 let rest = &k[start.len()..];
                 let score = from_ordered(rest);
                 let member = &rest[8..];
-                if !keep(score, member) {
-                    return Ok(out);
-                }
                 out.push((member.to_vec(), score));
             }
             match got.last() {
@@ -228,7 +224,7 @@ impl<'a> Conn<'a> {
     /// Every member of `m` with its score, in score order.
     pub(super) fn all_scored(&mut self, key: &[u8], m: &Meta) -> Res<Scored> {
         let from = keys::sub(key, m.version, BY_SCORE, 0);
-        self.by_score_from(key, m, (from, None), usize::MAX, |_, _| true)
+        self.by_score_from(key, m, (from, None), usize::MAX)
     }
 
     /// Members with a score in `bounds`, in score order, up to `limit`.
@@ -266,12 +262,7 @@ impl<'a> Conn<'a> {
         if upto.as_ref().is_some_and(|u| *u <= from) {
             return Ok(vec![]);
         }
-        let hi = bounds.1;
-        self.by_score_from(key, m, (from, upto), limit, move |s, _| match hi {
-            Bound::Included(h) => s <= h,
-            Bound::Excluded(h) => s < h,
-            Bound::Unbounded => true,
-        })
+        self.by_score_from(key, m, (from, upto), limit)
     }
 
     /// Members of one score between lex `bounds`, in member order, up to
@@ -345,7 +336,7 @@ impl<'a> Conn<'a> {
     /// Members at ranks `a..=b` (from the lowest score).
     pub(super) fn rank_range(&mut self, key: &[u8], m: &Meta, a: u64, b: u64) -> Res<Scored> {
         let from = keys::sub(key, m.version, BY_SCORE, 0);
-        let mut got = self.by_score_from(key, m, (from, None), (b + 1) as usize, |_, _| true)?;
+        let mut got = self.by_score_from(key, m, (from, None), (b + 1) as usize)?;
         Ok(got.split_off((a as usize).min(got.len())))
     }
 
@@ -532,15 +523,12 @@ impl<'a> Conn<'a> {
         };
         // Members before it in score order.
         let from = keys::sub(key, m.version, BY_SCORE, 0);
-        let target = (ordered(score), member.clone());
         // Up to the member's own key.
         let mut upto = keys::sub(key, m.version, BY_SCORE, 8 + member.len());
-        upto.extend_from_slice(&target.0);
+        upto.extend_from_slice(&ordered(score));
         upto.extend_from_slice(member);
         let before = self
-            .by_score_from(key, &m, (from, Some(upto)), usize::MAX, |s, mem| {
-                (ordered(s), mem) < (target.0, target.1.as_slice())
-            })?
+            .by_score_from(key, &m, (from, Some(upto)), usize::MAX)?
             .len() as i64;
         let rank = if rev {
             m.count() as i64 - 1 - before
