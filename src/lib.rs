@@ -21,6 +21,7 @@ pub mod bench;
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod hash;
 pub mod layout;
 pub mod memstore;
 pub mod reactor;

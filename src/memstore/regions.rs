@@ -6,13 +6,26 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Regions {
     splits: Vec<Vec<u8>>,
+    /// Each split key's first 8 bytes as a big-endian integer (zeros
+    /// after a shorter key), which decide most comparisons in one step.
+    heads: Vec<u64>,
+}
+
+/// `key`'s first 8 bytes, zero-padded, as a big-endian integer: of two
+/// keys whose heads differ, the one with the smaller head sorts first.
+fn head(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 impl Regions {
     /// Regions split at `splits`, which must be strictly increasing.
     pub fn new(splits: Vec<Vec<u8>>) -> Regions {
         debug_assert!(splits.windows(2).all(|w| w[0] < w[1]));
-        Regions { splits }
+        let heads = splits.iter().map(|s| head(s)).collect();
+        Regions { splits, heads }
     }
 
     pub fn count(&self) -> usize {
@@ -25,7 +38,15 @@ impl Regions {
 
     /// The region of `key`.
     pub fn of(&self, key: &[u8]) -> usize {
-        self.splits.partition_point(|s| s.as_slice() <= key)
+        let h = head(key);
+        // The first split above `key`: by head, and by bytes on a tie.
+        let below = self.heads.partition_point(|&s| s < h);
+        below
+            + self.splits[below..]
+                .iter()
+                .zip(&self.heads[below..])
+                .take_while(|&(s, &sh)| sh == h && s.as_slice() <= key)
+                .count()
     }
 
     /// The first key of region `r`.
@@ -60,5 +81,27 @@ mod tests {
         assert_eq!(r.end(1), Some(&b"p"[..]));
         assert_eq!(r.end(2), None);
         assert_eq!(Regions::new(Vec::new()).of(b"x"), 0);
+        // Heads that tie: the bytes decide.
+        let r = Regions::new(vec![
+            b"a".to_vec(),
+            b"a\0".to_vec(),
+            b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(),
+            b"abcdefghi".to_vec(),
+        ]);
+        let keys: [&[u8]; 8] = [
+            b"",
+            b"a",
+            b"a\0",
+            b"a\0\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefghh",
+            b"b",
+        ];
+        for k in keys {
+            let slow = r.splits().partition_point(|s| s.as_slice() <= k);
+            assert_eq!(r.of(k), slow, "{k:?}");
+        }
     }
 }

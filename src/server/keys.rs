@@ -75,12 +75,14 @@ pub fn escaped_len(key: &[u8]) -> usize {
 
 fn escaped(key: &[u8], extra: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(escaped_len(key) + 3 + extra);
-    for &b in key {
-        out.push(b);
-        if b == 0 {
-            out.push(0xff);
-        }
+    // Copied a run at a time: keys rarely hold a zero byte.
+    let mut rest = key;
+    while let Some(i) = rest.iter().position(|&b| b == 0) {
+        out.extend_from_slice(&rest[..=i]);
+        out.push(0xff);
+        rest = &rest[i + 1..];
     }
+    out.extend_from_slice(rest);
     out.extend_from_slice(&[0, 1]);
     out
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use xxhash_rust::xxh3::Xxh3Builder;
+use crate::hash::BytesHash;
 
 /// What a command is, as COMMAND INFO tells clients.
 pub struct Spec {
@@ -308,7 +308,7 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
 /// Where command `name` (any case) is in [`COMMANDS`]: one hash lookup
 /// of the name lowercased on the stack.
 pub fn position(name: &[u8]) -> Option<usize> {
-    static INDEX: OnceLock<HashMap<&'static [u8], usize, Xxh3Builder>> = OnceLock::new();
+    static INDEX: OnceLock<HashMap<&'static [u8], usize, BytesHash>> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
         COMMANDS
             .iter()

@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
-use xxhash_rust::xxh3::Xxh3Builder;
+use crate::hash::BytesHash;
 
 use super::super::keys;
 
@@ -18,19 +18,19 @@ use super::super::keys;
 #[derive(Default)]
 pub struct Blocking {
     /// Waiters of each key (by `esc(key) 00 01`), first blocked first.
-    by_owner: HashMap<Vec<u8>, VecDeque<usize>, Xxh3Builder>,
+    by_owner: HashMap<Vec<u8>, VecDeque<usize>, BytesHash>,
     /// Keys written while waited on, in the order first written.
     ready: Vec<Vec<u8>>,
-    ready_set: HashSet<Vec<u8>, Xxh3Builder>,
+    ready_set: HashSet<Vec<u8>, BytesHash>,
     /// When each waiter with a timeout gives up.
     deadlines: BTreeSet<(Instant, usize)>,
     /// The waiters by client id (CLIENT UNBLOCK).
-    by_client: HashMap<u64, usize, Xxh3Builder>,
+    by_client: HashMap<u64, usize, BytesHash>,
     /// Waiters CLIENT UNBLOCK ended, and whether with an error.
     unblocked: Vec<(usize, bool)>,
     /// Per key, the waiters that a delete of the key answers
     /// (XREADGROUP's), as Redis counts them.
-    on_nokey: HashMap<Vec<u8>, usize, Xxh3Builder>,
+    on_nokey: HashMap<Vec<u8>, usize, BytesHash>,
 }
 
 impl Blocking {

@@ -16,7 +16,6 @@
 //! from then on, a read of the engine reveals nothing a crash could lose.
 
 use std::cell::{Cell, RefCell};
-use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -31,6 +30,7 @@ use crate::wal::{Notify, Ticket};
 use access::AccessClock;
 use blocking::Blocking;
 use busy::Busy;
+use dirty::DirtyTable;
 use gaps::Gaps;
 use pubsub::PubSub;
 use rows::Rows;
@@ -48,7 +48,7 @@ pub type Write = (Vec<u8>, Option<Vec<u8>>);
 
 /// A write as the shard keeps it: its value shared between the dirty
 /// table and the batch, so a SET copies its value once.
-type Queued = (Vec<u8>, Option<Rc<Vec<u8>>>);
+type Queued = (Rc<[u8]>, Option<Rc<Vec<u8>>>);
 
 /// Engine keys and values a scan found.
 pub type Found = Vec<(Vec<u8>, Vec<u8>)>;
@@ -63,7 +63,7 @@ pub struct Batch<'a> {
     writes: RefCell<Vec<Queued>>,
     ends: RefCell<Vec<usize>>,
     /// The keys written, kept after submission to leave the dirty table.
-    keys: RefCell<Vec<Vec<u8>>>,
+    keys: RefCell<Vec<Rc<[u8]>>>,
     /// What the writes of the batch depended on.
     deps: RefCell<Deps<'a>>,
     state: RefCell<State<'a>>,
@@ -232,7 +232,7 @@ struct Dirty<'a> {
 /// One shard's state.
 pub struct Shard<'a> {
     engine: &'a ServerEngine,
-    dirty: RefCell<BTreeMap<Vec<u8>, Dirty<'a>>>,
+    dirty: RefCell<DirtyTable<Dirty<'a>>>,
     /// Keys whose last write failed after its reply went out (`none` and
     /// `async`, which no reply waits for), and why: the engine holds what
     /// was there before, which the client was told is gone, so a read of
@@ -293,7 +293,7 @@ impl<'a> Shard<'a> {
     pub fn new(engine: &'a ServerEngine, row_cache: u64) -> Shard<'a> {
         Shard {
             engine,
-            dirty: RefCell::new(BTreeMap::new()),
+            dirty: RefCell::new(DirtyTable::default()),
             lost: RefCell::default(),
             gaps: RefCell::default(),
             open: RefCell::new(Vec::new()),
@@ -531,35 +531,29 @@ impl<'a> Shard<'a> {
             // The row cache keeps the key's old row: reads ask this
             // table first, and `retire` replaces the row.
             let v = v.map(Rc::new);
+            let k: Rc<[u8]> = k.into();
             bytes += dirty_bytes(&k, v.as_ref());
             // A key the same group wrote before (INCR then EXPIRE in one
             // transaction) is written once, with its last value: no one
             // can see the first, in the shard or after a crash.
-            let fresh = Dirty {
-                value: v.clone(),
-                batch: b.clone(),
-                slot: queued.len(),
-                deps: deps.clone(),
-            };
-            // One search of the table: the key's entry, new or replaced.
-            let again = match dirty.entry(k) {
-                Entry::Vacant(e) => {
-                    let k = e.key().clone();
-                    e.insert(fresh);
-                    Err(k)
+            let mut again = None;
+            let old = dirty.put(k.clone(), |old| {
+                again = old
+                    .filter(|o| Rc::ptr_eq(&o.batch, &b) && o.slot >= group)
+                    .map(|o| o.slot);
+                Dirty {
+                    value: v.clone(),
+                    batch: b.clone(),
+                    slot: again.unwrap_or(queued.len()),
+                    deps: deps.clone(),
                 }
-                Entry::Occupied(mut e) => {
-                    let again = (Rc::ptr_eq(&e.get().batch, &b) && e.get().slot >= group)
-                        .then_some(e.get().slot);
-                    let slot = again.unwrap_or(fresh.slot);
-                    let old = e.insert(Dirty { slot, ..fresh });
-                    bytes -= dirty_bytes(e.key(), old.value.as_ref());
-                    again.ok_or_else(|| e.key().clone())
-                }
-            };
+            });
+            if let Some(old) = old {
+                bytes -= dirty_bytes(&k, old.value.as_ref());
+            }
             match again {
-                Ok(i) => queued[i].1 = v,
-                Err(k) => queued.push((k, v)),
+                Some(i) => queued[i].1 = v,
+                None => queued.push((k, v)),
             }
         }
         self.dirty_bytes.set(bytes);
@@ -678,7 +672,7 @@ impl<'a> Shard<'a> {
     ) -> Result<(), String> {
         let refs: Vec<(&[u8], Option<&[u8]>)> = writes
             .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_deref().map(Vec::as_slice)))
+            .map(|(k, v)| (&**k, v.as_deref().map(Vec::as_slice)))
             .collect();
         let p = self
             .engine
@@ -730,33 +724,34 @@ impl<'a> Shard<'a> {
             *b.deps.borrow_mut() = Deps::default();
             // One search of the table per key.
             for k in std::mem::take(&mut *b.keys.borrow_mut()) {
-                match dirty.entry(k) {
-                    Entry::Occupied(e) if Rc::ptr_eq(&e.get().batch, b) => {
-                        let (k, d) = e.remove_entry();
-                        match &failure {
-                            Some(why) if unwaited => {
-                                lost.insert(k.clone(), why.clone());
-                            }
-                            Some(_) => {}
-                            None => {
-                                lost.remove(&k);
-                            }
-                        }
-                        // Reads find the write in its memstore now (the
-                        // row cache is below the memstores: nothing to
-                        // change there).
-                        self.dirty_bytes
-                            .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
-                    }
+                let ours = match dirty.get(&k) {
+                    Some(d) => Rc::ptr_eq(&d.batch, b),
+                    None => continue,
+                };
+                if !ours {
                     // A later write of the key is dirty (and ends the
                     // loss, once it is in).
-                    Entry::Occupied(e) => {
-                        if let (Some(why), true) = (&failure, unwaited) {
-                            lost.insert(e.key().clone(), why.clone());
+                    if let (Some(why), true) = (&failure, unwaited) {
+                        lost.insert(k.to_vec(), why.clone());
+                    }
+                    continue;
+                }
+                let (k, d) = dirty.remove(&k).expect("the key is dirty");
+                match &failure {
+                    Some(why) if unwaited => {
+                        lost.insert(k.to_vec(), why.clone());
+                    }
+                    Some(_) => {}
+                    None => {
+                        if !lost.is_empty() {
+                            lost.remove(&*k);
                         }
                     }
-                    Entry::Vacant(_) => {}
                 }
+                // Reads find the write in its memstore now (the row cache
+                // is below the memstores: nothing to change there).
+                self.dirty_bytes
+                    .set(self.dirty_bytes.get() - dirty_bytes(&k, d.value.as_ref()));
             }
             false
         });
@@ -793,6 +788,7 @@ pub mod blocking;
 pub mod busy;
 #[cfg(test)]
 pub(crate) mod crash_tests;
+mod dirty;
 mod gaps;
 #[cfg(test)]
 mod prefix_tests;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use xxhash_rust::xxh3::Xxh3Builder;
+use crate::hash::BytesHash;
 
 use super::super::glob;
 use super::super::resp::Reply;
@@ -22,7 +22,7 @@ pub enum Kind {
     Shard,
 }
 
-type Subscribers = HashMap<Vec<u8>, Vec<usize>, Xxh3Builder>;
+type Subscribers = HashMap<Vec<u8>, Vec<usize>, BytesHash>;
 
 /// A message for a connection and the writes it waits for.
 pub type Message<'a> = (usize, Reply, Deps<'a>);

@@ -4,8 +4,6 @@
 //!
 //! [`Gaps`]: super::gaps::Gaps
 
-use std::ops::Bound;
-
 use super::gaps::LEARN_AFTER;
 use super::{Deps, Found, Shard};
 use crate::engine::EngineError;
@@ -58,11 +56,8 @@ impl<'a> Shard<'a> {
                 }
                 _ => end.map(<[u8]>::to_vec),
             };
-            let dirty = self.dirty.borrow();
-            let range = dirty.range::<[u8], _>((
-                Bound::Included(from.as_slice()),
-                upto.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-            ));
+            let mut dirty = self.dirty.borrow_mut();
+            let range = dirty.range(&from, upto.as_deref());
             let mut got = got.into_iter().peekable();
             let mut ours = range.peekable();
             loop {
@@ -70,16 +65,16 @@ impl<'a> Shard<'a> {
                     (None, None) => break,
                     (Some(_), None) => false,
                     (None, Some(_)) => true,
-                    (Some((gk, _)), Some((dk, _))) => dk.as_slice() <= gk.as_slice(),
+                    (Some((gk, _)), Some((dk, _))) => dk.as_ref() <= gk.as_slice(),
                 };
                 if take_ours {
                     let (k, d) = ours.next().expect("peeked");
-                    if got.peek().is_some_and(|(gk, _)| gk == k) {
+                    if got.peek().is_some_and(|(gk, _)| gk.as_slice() == &**k) {
                         got.next();
                     }
                     deps.merge(&d.deps);
                     match &d.value {
-                        Some(v) => out.push((k.clone(), v.to_vec())),
+                        Some(v) => out.push((k.to_vec(), v.to_vec())),
                         None if out.is_empty() => {
                             passed += 1;
                             lead.merge(&d.deps);

@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use xxhash_rust::xxh3::Xxh3Builder;
+use crate::hash::BytesHash;
 
 use super::super::keys::{self, Part};
 use super::{Deps, Write};
@@ -79,9 +79,9 @@ struct Prefix<'a> {
 /// What every tracking connection of the shard tracks.
 #[derive(Default)]
 pub struct Tracking<'a> {
-    trackers: HashMap<usize, Tracker, Xxh3Builder>,
+    trackers: HashMap<usize, Tracker, BytesHash>,
     /// Default mode: each key read and who read it (token, client id).
-    readers: HashMap<Vec<u8>, Vec<(usize, u64)>, Xxh3Builder>,
+    readers: HashMap<Vec<u8>, Vec<(usize, u64)>, BytesHash>,
     /// BCAST mode, by prefix.
     prefixes: BTreeMap<Vec<u8>, Prefix<'a>>,
     outbox: Vec<Invalidation<'a>>,

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use xxhash_rust::xxh3::Xxh3Builder;
+use crate::hash::BytesHash;
 
 use super::super::keys;
 
@@ -22,7 +22,7 @@ struct Watch {
 /// key of a Redis key starts with.
 #[derive(Default)]
 pub struct Watches {
-    by_owner: HashMap<Vec<u8>, Watch, Xxh3Builder>,
+    by_owner: HashMap<Vec<u8>, Watch, BytesHash>,
 }
 
 /// What every engine key of `key` starts with.

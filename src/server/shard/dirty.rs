@@ -1,0 +1,189 @@
+//! The shard's table of dirty keys: by key for the point reads and
+//! writes every command makes, in key order only for the scans that ask.
+//!
+//! Commands look a key up, write it, and their batch's retirement removes
+//! it: three searches per written key, which a B-tree of byte strings
+//! made a dozen comparisons each. Here they are one probe of a hash
+//! table each. The key order scans need is kept beside it, lazily, as
+//! the memstore keeps its own: a new key is listed in `fresh` (with the
+//! serial its entry was made with), and only a scan sorts the fresh keys
+//! into `order`. A removed key stays listed until a scan or the bound on
+//! the lists drops it, so a removal never searches the order either.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
+use std::rc::Rc;
+
+use crate::hash::BytesHash;
+
+/// An entry's value, and the serial it was made with: a key removed and
+/// written again is listed again, and its older listings are stale.
+struct Listed<T> {
+    serial: u64,
+    value: T,
+}
+
+pub struct DirtyTable<T> {
+    map: HashMap<Rc<[u8]>, Listed<T>, BytesHash>,
+    /// Keys in order, of entries present or since removed.
+    order: BTreeSet<Rc<[u8]>>,
+    /// Keys whose entries were made since the last scan, with the
+    /// entries' serials.
+    fresh: Vec<(Rc<[u8]>, u64)>,
+    serial: u64,
+}
+
+impl<T> Default for DirtyTable<T> {
+    fn default() -> Self {
+        DirtyTable {
+            map: HashMap::default(),
+            order: BTreeSet::new(),
+            fresh: Vec::new(),
+            serial: 0,
+        }
+    }
+}
+
+impl<T> DirtyTable<T> {
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&T> {
+        self.map.get(key).map(|l| &l.value)
+    }
+
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// Puts the value `make` returns for `key` (given the value there,
+    /// if any) and returns the value it replaced.
+    pub fn put(&mut self, key: Rc<[u8]>, make: impl FnOnce(Option<&T>) -> T) -> Option<T> {
+        if let Some(l) = self.map.get_mut(&*key) {
+            let value = make(Some(&l.value));
+            return Some(std::mem::replace(&mut l.value, value));
+        }
+        let value = make(None);
+        self.serial += 1;
+        let serial = self.serial;
+        self.fresh.push((key.clone(), serial));
+        self.map.insert(key, Listed { serial, value });
+        // Listings of removed entries are dropped once they outnumber
+        // the entries, so the list stays in proportion to the table.
+        if self.fresh.len() > 2 * self.map.len() + 1024 {
+            let map = &self.map;
+            self.fresh
+                .retain(|(k, s)| map.get(&**k).is_some_and(|l| l.serial == *s));
+        }
+        None
+    }
+
+    /// Removes `key`'s entry, and returns its key and value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<(Rc<[u8]>, T)> {
+        self.map.remove_entry(key).map(|(k, l)| (k, l.value))
+    }
+
+    /// The entries from `from` (inclusive) up to `upto` (exclusive, or no
+    /// end), in key order.
+    pub fn range<'t>(
+        &'t mut self,
+        from: &[u8],
+        upto: Option<&[u8]>,
+    ) -> impl Iterator<Item = (&'t Rc<[u8]>, &'t T)> + 't {
+        self.sort_fresh();
+        let map = &self.map;
+        self.order
+            .range::<[u8], _>((
+                Bound::Included(from),
+                upto.map_or(Bound::Unbounded, Bound::Excluded),
+            ))
+            .filter_map(move |k| map.get_key_value(&**k).map(|(k, l)| (k, &l.value)))
+    }
+
+    /// Puts the fresh keys in order, and drops the removed keys from the
+    /// order once they outnumber the present ones.
+    fn sort_fresh(&mut self) {
+        let mut fresh = std::mem::take(&mut self.fresh);
+        fresh.sort_unstable();
+        for (k, serial) in fresh {
+            if self.map.get(&*k).is_some_and(|l| l.serial == serial) {
+                self.order.insert(k);
+            }
+        }
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order.retain(|k| map.contains_key(&**k));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(t: &mut DirtyTable<u32>, from: &[u8], upto: Option<&[u8]>) -> Vec<(String, u32)> {
+        t.range(from, upto)
+            .map(|(k, &v)| (String::from_utf8(k.to_vec()).unwrap(), v))
+            .collect()
+    }
+
+    #[test]
+    fn entries_are_found_by_key_and_ranged_in_order() {
+        let mut t = DirtyTable::default();
+        for (i, k) in ["d", "b", "a", "c"].iter().enumerate() {
+            assert!(t.put(k.as_bytes().into(), |_| i as u32).is_none());
+        }
+        assert_eq!(t.get(b"b"), Some(&1));
+        assert_eq!(t.put(b"b"[..].into(), |old| old.unwrap() + 10), Some(1));
+        assert_eq!(
+            keys(&mut t, b"b", Some(b"d")),
+            [("b".into(), 11), ("c".into(), 3)]
+        );
+        // Removed, then written again before and after a scan.
+        assert_eq!(
+            t.remove(b"c").map(|(k, v)| (k.to_vec(), v)),
+            Some((b"c".to_vec(), 3))
+        );
+        assert_eq!(t.remove(b"c"), None);
+        assert_eq!(keys(&mut t, b"", None).len(), 3);
+        t.put(b"c"[..].into(), |_| 30);
+        t.remove(b"a");
+        t.put(b"a"[..].into(), |_| 40);
+        t.put(b"e"[..].into(), |_| 50);
+        assert_eq!(
+            keys(&mut t, b"", None),
+            [
+                ("a".into(), 40),
+                ("b".into(), 11),
+                ("c".into(), 30),
+                ("d".into(), 0),
+                ("e".into(), 50)
+            ]
+        );
+        assert_eq!(t.len(), 5);
+        assert!(!t.contains_key(b"f"));
+    }
+
+    #[test]
+    fn the_lists_stay_in_proportion_to_the_entries() {
+        let mut t = DirtyTable::default();
+        // One key written and removed over and over, with no scan.
+        for i in 0..100_000u32 {
+            t.put(b"hot"[..].into(), |_| i);
+            t.remove(b"hot");
+        }
+        assert!(t.fresh.len() <= 1024 + 2, "{}", t.fresh.len());
+        // Many keys scanned, then removed.
+        for i in 0..10_000u32 {
+            t.put(format!("k{i:05}").as_bytes().into(), |_| i);
+        }
+        assert_eq!(keys(&mut t, b"k", None).len(), 10_000);
+        for i in 0..10_000u32 {
+            t.remove(format!("k{i:05}").as_bytes());
+        }
+        t.put(b"k"[..].into(), |_| 1);
+        assert_eq!(keys(&mut t, b"", None), [("k".into(), 1)]);
+        assert!(t.order.len() <= 64 + 2, "{}", t.order.len());
+    }
+}
