@@ -78,21 +78,42 @@ impl TicketState {
 }
 
 /// An append in flight. Dropping it does not cancel the append.
+///
+/// The records of a group share one state, which the WAL gives the
+/// group's last LSN: a record's ticket knows how far before the last it
+/// is (`back`), so a group of any size costs one state.
 #[derive(Debug, Clone)]
 pub struct Ticket {
     pub(crate) state: Arc<TicketState>,
+    back: u64,
 }
 
 impl Ticket {
     pub(crate) fn new(state: Arc<TicketState>) -> Ticket {
-        Ticket { state }
+        Ticket { state, back: 0 }
+    }
+
+    /// The ticket of a group's record `back` records before its last,
+    /// whose state is `state`.
+    pub(crate) fn before_last(state: Arc<TicketState>, back: u64) -> Ticket {
+        Ticket { state, back }
+    }
+
+    /// The record's LSN, of the state's (the last record's); 0 stays 0
+    /// (a `none` write).
+    fn own(&self, lsn: Lsn) -> Lsn {
+        if lsn == 0 {
+            0
+        } else {
+            lsn - self.back
+        }
     }
 
     /// A ticket that is already acknowledged (`none` writes are not logged).
     pub(crate) fn done(lsn: Lsn) -> Ticket {
         let state = TicketState::new();
         state.complete(lsn);
-        Ticket { state }
+        Ticket { state, back: 0 }
     }
 
     /// A ticket not acknowledged yet, given `lsn` (none when 0). For tests.
@@ -102,7 +123,7 @@ impl Ticket {
         if lsn > 0 {
             state.give(lsn);
         }
-        Ticket { state }
+        Ticket { state, back: 0 }
     }
 
     /// The outcome, if there is one yet: the LSN the write was logged at
@@ -110,7 +131,7 @@ impl Ticket {
     pub fn poll(&self) -> Option<Result<Lsn, WalError>> {
         match self.state.state.load(Ordering::SeqCst) {
             PENDING => None,
-            DONE => Some(Ok(self.state.lsn.load(Ordering::Relaxed))),
+            DONE => Some(Ok(self.own(self.state.lsn.load(Ordering::Relaxed)))),
             _ => Some(Err(WalError::Failed(
                 self.state.error.get().cloned().unwrap_or_default(),
             ))),
@@ -122,10 +143,10 @@ impl Ticket {
     /// ring or its buffers for an LSN, or when it failed before getting one.
     pub fn lsn(&self) -> Option<Lsn> {
         match self.state.state.load(Ordering::SeqCst) {
-            DONE => Some(self.state.lsn.load(Ordering::Relaxed)),
+            DONE => Some(self.own(self.state.lsn.load(Ordering::Relaxed))),
             _ => match self.state.given.load(Ordering::Acquire) {
                 0 => None,
-                lsn => Some(lsn),
+                lsn => Some(self.own(lsn)),
             },
         }
     }
@@ -192,6 +213,22 @@ mod tests {
         state.complete(17);
         assert_eq!(ticket.lsn(), Some(17));
         assert_eq!(Ticket::done(0).lsn(), Some(0));
+    }
+
+    #[test]
+    fn the_records_of_a_group_share_a_state_and_have_their_own_lsns() {
+        let state = TicketState::new();
+        let group: Vec<Ticket> = (0..3)
+            .map(|i| Ticket::before_last(state.clone(), 2 - i))
+            .collect();
+        assert!(group.iter().all(|t| t.lsn().is_none()));
+        state.give(12);
+        let given: Vec<_> = group.iter().map(|t| t.lsn().unwrap()).collect();
+        assert_eq!(given, [10, 11, 12]);
+        assert!(group.iter().all(|t| !t.is_done()));
+        state.complete(12);
+        let done: Vec<_> = group.iter().map(|t| t.wait().unwrap()).collect();
+        assert_eq!(done, [10, 11, 12]);
     }
 
     #[test]

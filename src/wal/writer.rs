@@ -326,14 +326,20 @@ impl Wal {
                 max: self.max_record,
             });
         }
-        let states: Vec<Arc<TicketState>> = records.iter().map(|_| TicketState::new()).collect();
+        if records.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        let n = records.len() as u64;
+        let state = TicketState::new();
         let msg = Msg::Group {
             records,
             durability,
-            tickets: states.clone(),
+            ticket: state.clone(),
         };
         match self.offer(msg) {
-            Ok(()) => Ok(Ok(states.into_iter().map(Ticket::new).collect())),
+            Ok(()) => Ok(Ok((1..=n)
+                .map(|i| Ticket::before_last(state.clone(), n - i))
+                .collect())),
             Err(Msg::Group { records, .. }) => {
                 if self.reactor.as_ref().is_none_or(|r| !r.is_running()) {
                     return Err(WalError::Closed);

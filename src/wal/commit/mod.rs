@@ -91,7 +91,8 @@ pub(crate) enum Msg {
     Group {
         records: Vec<GroupRecord>,
         durability: Durability,
-        tickets: Vec<Arc<TicketState>>,
+        /// One for the group, given its last LSN.
+        ticket: Arc<TicketState>,
     },
     /// Completes once every append sent before it is durable.
     Barrier(Arc<TicketState>),
@@ -105,8 +106,9 @@ impl Msg {
     /// Fails every ticket of the message.
     fn fail(&self, why: &str) {
         match self {
-            Msg::Append { ticket, .. } | Msg::Barrier(ticket) => ticket.fail(why),
-            Msg::Group { tickets, .. } => tickets.iter().for_each(|t| t.fail(why)),
+            Msg::Append { ticket, .. } | Msg::Barrier(ticket) | Msg::Group { ticket, .. } => {
+                ticket.fail(why)
+            }
         }
     }
 }
@@ -323,18 +325,13 @@ impl<Q: Queue> WalWork<Q> {
             Msg::Group {
                 records,
                 durability,
-                tickets,
+                ticket,
             } => {
-                for ((op, region, record), ticket) in records.iter().zip(tickets) {
-                    self.push(
-                        *op,
-                        *region,
-                        record.key(),
-                        record.value(),
-                        durability,
-                        ticket,
-                    );
+                let mut last = 0;
+                for (op, region, record) in &records {
+                    last = self.push_record(*op, *region, record.key(), record.value());
                 }
+                self.await_lsn(last, durability, ticket);
                 drop(records);
                 // Only after the whole group: it never spans two batches.
                 self.seal_at_stripe_unit();
@@ -354,6 +351,13 @@ impl<Q: Queue> WalWork<Q> {
         durability: Durability,
         ticket: Arc<TicketState>,
     ) {
+        let lsn = self.push_record(op, region, key, value);
+        self.await_lsn(lsn, durability, ticket);
+    }
+
+    /// Copies a record into the open batch (which has room for it), and
+    /// returns the LSN it gets.
+    fn push_record(&mut self, op: RecordOp, region: u32, key: &[u8], value: &[u8]) -> Lsn {
         let (builder, _) = self.open.as_mut().expect("an open batch");
         builder.push(RecordRef {
             op,
@@ -363,10 +367,16 @@ impl<Q: Queue> WalWork<Q> {
         });
         let lsn = self.next_lsn;
         self.next_lsn += 1;
+        self.stats.appends.add(1);
+        lsn
+    }
+
+    /// Gives `ticket` the LSN `lsn`, and acknowledges it when `durability`
+    /// is reached.
+    fn await_lsn(&mut self, lsn: Lsn, durability: Durability, ticket: Arc<TicketState>) {
         // Before the watermarks can pass it: the engine learns from them
         // which appends have an LSN at or below what is written.
         ticket.give(lsn);
-        self.stats.appends.add(1);
         match durability {
             Durability::None | Durability::Async => ticket.complete(lsn),
             Durability::Write => self.write_waiters.push_back((lsn, ticket)),
