@@ -164,6 +164,10 @@ pub struct Conn<'a> {
     slots: VecDeque<Slot<'a>>,
     /// The slots' weight in all.
     held: usize,
+    /// Replies held and their bytes since the metrics were last told
+    /// ([`Conn::report_held`]): told once per read or release, not per
+    /// reply.
+    held_unreported: (i64, i64),
     /// Encoded replies not yet sent.
     pub out: Vec<u8>,
     /// The time the running command judges expiry by (milliseconds since
@@ -216,6 +220,7 @@ impl<'a> Conn<'a> {
             deps: Deps::default(),
             slots: VecDeque::new(),
             held: 0,
+            held_unreported: (0, 0),
             out: Vec::with_capacity(16 * 1024),
             now: 0,
             reading: false,
@@ -276,6 +281,7 @@ impl<'a> Conn<'a> {
             }
         };
         input.consume(off);
+        self.report_held();
         taken
     }
 
@@ -355,7 +361,16 @@ impl<'a> Conn<'a> {
                 deps,
                 message,
             });
-            self.shared.metrics.replies_held(1, weight as i64);
+            self.held_unreported.0 += 1;
+            self.held_unreported.1 += weight as i64;
+        }
+    }
+
+    /// Tells the metrics how many replies this connection holds now.
+    fn report_held(&mut self) {
+        let (n, bytes) = std::mem::take(&mut self.held_unreported);
+        if n != 0 || bytes != 0 {
+            self.shared.metrics.replies_held(n, bytes);
         }
     }
 
@@ -365,13 +380,15 @@ impl<'a> Conn<'a> {
         while self.slots.front().is_some_and(|s| s.deps.ready()) {
             let slot = self.slots.pop_front().expect("a slot");
             self.held -= slot.weight;
-            self.shared.metrics.replies_held(-1, -(slot.weight as i64));
+            self.held_unreported.0 -= 1;
+            self.held_unreported.1 -= slot.weight as i64;
             match slot.deps.failure() {
                 None => slot.reply.encode(&mut self.out, self.proto),
                 Some(_) if slot.message => {}
                 Some(why) => Reply::err(why).encode(&mut self.out, self.proto),
             }
         }
+        self.report_held();
     }
 
     /// Whether the first reply waiting can go (so [`Conn::progress`] has
@@ -446,6 +463,7 @@ impl Drop for Conn<'_> {
         self.unwatch_all();
         self.unblock();
         self.unsubscribe_all();
+        self.report_held();
         self.shared
             .metrics
             .replies_held(-(self.slots.len() as i64), -(self.held as i64));
