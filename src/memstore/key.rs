@@ -38,6 +38,20 @@ impl MapKey {
     }
 }
 
+impl MapKey {
+    /// The key's bytes, from the map key alone (no look at a record).
+    pub(super) fn bytes(&self) -> Vec<u8> {
+        let len = self.len as usize;
+        let mut out = Vec::with_capacity(len);
+        for w in self.prefix {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        out.truncate(len.min(INLINE));
+        out.extend_from_slice(&self.tail);
+        out
+    }
+}
+
 /// What the map is ordered by, for a lookup that borrows its key: a
 /// [`MapKey`] is one, and so is a [`KeyProbe`], which makes no copy of the
 /// key.
@@ -205,6 +219,10 @@ mod tests {
                 let owned = MapKey::new(prefix(a), a).cmp(&MapKey::new(prefix(b), b));
                 assert_eq!(owned, a.cmp(b), "{a:?} against {b:?}");
             }
+            assert_eq!(&MapKey::new(prefix(a), a).bytes(), a);
+        }
+        for a in &keys {
+            for b in &keys {}
         }
     }
 }

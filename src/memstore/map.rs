@@ -328,19 +328,26 @@ impl Memstore {
         } else {
             Bound::Included(probe)
         };
+        let to = to.map(KeyProbe::new);
+        let end = match &to {
+            Some(to) => Bound::Excluded(to as &dyn Probe),
+            None => Bound::Unbounded,
+        };
         self.sorted(|tree| {
             let mut out: Vec<Entry> = Vec::new();
-            for (_, &at) in tree.keys.range::<dyn Probe, _>((start, Bound::Unbounded)) {
+            // The B-tree's range ends at `to`, and keys are copied from the
+            // map's keys: a tombstone passed (SPOP's, before a live
+            // member) reads its chain and never its record.
+            for (k, &at) in tree.keys.range::<dyn Probe, _>((start, end)).take(max) {
                 let v = tree.chains[at as usize].newest();
-                let k = v.record.key();
-                if to.is_some_and(|to| k >= to) || out.len() == max {
-                    break;
-                }
                 out.push(Entry {
-                    key: k.to_vec(),
+                    key: k.bytes(),
                     lsn: v.lsn,
                     kind: v.kind,
-                    value: v.record.value().to_vec(),
+                    value: match v.kind {
+                        EntryKind::Put => v.record.value().to_vec(),
+                        EntryKind::Delete => Vec::new(),
+                    },
                 });
             }
             out
