@@ -240,8 +240,5 @@ mod tests {
             }
             assert_eq!(&MapKey::new(prefix(a), a).bytes(), a);
         }
-        for a in &keys {
-            for b in &keys {}
-        }
     }
 }

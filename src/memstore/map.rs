@@ -247,11 +247,10 @@ impl Memstore {
         let tree = &mut *guard;
         let shed = durable && !self.passing.load(Ordering::SeqCst);
         for (version, hash) in entries {
-            let Some(at) = tree.find(hash, version.record.key()) else {
+            let Some(chain) = tree.find_mut(hash, version.record.key()) else {
                 tree.add(hash, version);
                 continue;
             };
-            let chain = &mut tree.chains[at as usize];
             if shed {
                 let (gained, bytes) = chain.insert_durable(version, version_bytes);
                 tree.versions = tree.versions.wrapping_add_signed(gained);
@@ -308,8 +307,7 @@ impl Memstore {
     fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Version) -> T) -> Option<T> {
         let hash = xxh3_64(key);
         let tree = self.map.read().expect("memstore lock");
-        let at = tree.find(hash, key)?;
-        Some(f(tree.chains[at as usize].newest()))
+        Some(f(tree.find(hash, key)?.newest()))
     }
 
     /// Up to `max` entries, the newest version of each key, from `from`
@@ -338,8 +336,8 @@ impl Memstore {
             // The B-tree's range ends at `to`, and keys are copied from the
             // map's keys: a tombstone passed (SPOP's, before a live
             // member) reads its chain and never its record.
-            for (k, &at) in tree.keys.range::<dyn Probe, _>((start, end)).take(max) {
-                let v = tree.chains[at as usize].newest();
+            for (k, &slot) in tree.keys.range::<dyn Probe, _>((start, end)).take(max) {
+                let v = tree.chain(slot).newest();
                 out.push(Entry {
                     key: k.bytes(),
                     lsn: v.lsn,
@@ -397,8 +395,8 @@ impl Memstore {
         mut f: impl FnMut(&[u8], u64, EntryKind, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
         self.sorted(|tree| {
-            for &at in tree.keys.values() {
-                let Some(v) = tree.chains[at as usize].newest_upto(upto) else {
+            for &slot in tree.keys.values() {
+                let Some(v) = tree.chain(slot).newest_upto(upto) else {
                     continue;
                 };
                 if above.is_some_and(|a| v.lsn <= a) {

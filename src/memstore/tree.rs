@@ -1,8 +1,7 @@
 //! The memstore's map: each key's versions, found by the key's hash, and
 //! kept in key order for walks.
 //!
-//! A key's first version goes into a vector of chains and the hash index
-//! only; its place in the B-tree of keys is found later ([`Tree::fold`]),
+//! A key's first version goes into the hash index only; its place in the B-tree of keys is found later ([`Tree::fold`]),
 //! when a walk in key order needs it (a scan of the memstore, its flush)
 //! or a few thousand new keys have gathered. Point reads and writes ask
 //! the index, so they never wait for the tree. The B-tree insert of a key
@@ -25,52 +24,86 @@ use super::key::{prefix, KeyProbe, MapKey, Probe};
 /// than by inserting them one by one.
 const APPEND_SHARE: usize = 4;
 
+/// Where a key's versions are: in the index under their hash (the
+/// first key of that hash), or among the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Slot {
+    Hashed(u64),
+    Other(u32),
+}
+
 #[derive(Default)]
 pub(super) struct Tree {
-    /// Each key, in order, with where its versions are in `chains`; but
-    /// those in `fresh`.
-    pub(super) keys: BTreeMap<MapKey, u32>,
-    /// Each key's versions, in the order the keys came (never removed).
-    pub(super) chains: Vec<Chain>,
-    /// The 64-bit hash of every key, with the chain of the first key of
-    /// that hash. A lookup of a key whose hash is not here ends without a
+    /// Each key, in order, with where its versions are; but those in
+    /// `fresh`.
+    pub(super) keys: BTreeMap<MapKey, Slot>,
+    /// The 64-bit hash of every key, with the versions of the first key
+    /// of that hash held in the table itself: a lookup is one probe and
+    /// one comparison with the newest record's key, with no chain to
+    /// follow. A lookup of a key whose hash is not here ends without a
     /// search, and an insert of one goes straight in; a key whose hash is
     /// here is found without a search of the tree (a rewritten counter, a
     /// collection's metadata), unless another key has the same hash (then
     /// the tree is searched: a key whose hash was taken goes into the
-    /// tree at once).
-    index: IntMap<u64, u32>,
-    /// Chains of keys not yet in `keys`, each the first of its hash.
-    fresh: Vec<u32>,
+    /// tree at once, its versions into `others`).
+    index: IntMap<u64, Chain>,
+    /// The versions of keys whose hash another key had first.
+    others: Vec<Chain>,
+    /// Hashes of the keys not yet in `keys`, each the first of its hash.
+    fresh: Vec<u64>,
     /// Versions held, in every chain.
     pub(super) versions: u64,
 }
 
 impl Tree {
-    /// The chain of `key`, whose hash is `hash`, if the map holds it.
-    pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
-        let &at = self.index.get(&hash)?;
-        if self.chains[at as usize].newest().record.key() == key {
-            return Some(at);
+    /// The versions at `slot`.
+    pub(super) fn chain(&self, slot: Slot) -> &Chain {
+        match slot {
+            Slot::Hashed(h) => &self.index[&h],
+            Slot::Other(i) => &self.others[i as usize],
         }
-        self.keys.get(&KeyProbe::new(key) as &dyn Probe).copied()
+    }
+
+    /// The versions of `key`, whose hash is `hash`, if the map holds it.
+    pub(super) fn find(&self, hash: u64, key: &[u8]) -> Option<&Chain> {
+        let first = self.index.get(&hash)?;
+        if first.newest().record.key() == key {
+            return Some(first);
+        }
+        let &slot = self.keys.get(&KeyProbe::new(key) as &dyn Probe)?;
+        Some(self.chain(slot))
+    }
+
+    /// [`Tree::find`], to change them.
+    pub(super) fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut Chain> {
+        let first = self.index.get(&hash)?.newest().record.key() == key;
+        let slot = if first {
+            Slot::Hashed(hash)
+        } else {
+            *self.keys.get(&KeyProbe::new(key) as &dyn Probe)?
+        };
+        match slot {
+            Slot::Hashed(h) => self.index.get_mut(&h),
+            Slot::Other(i) => self.others.get_mut(i as usize),
+        }
     }
 
     /// Adds a key's first version, `v` (a key `find` did not find), whose
     /// key's hash is `hash`.
     pub(super) fn add(&mut self, hash: u64, v: Version) {
-        let at = u32::try_from(self.chains.len()).expect("fewer than 2^32 keys in a memstore");
         match self.index.entry(hash) {
             Entry::Vacant(e) => {
-                e.insert(at);
-                self.fresh.push(at);
+                e.insert(Chain::One(v));
+                self.fresh.push(hash);
             }
             Entry::Occupied(_) => {
+                let at = u32::try_from(self.others.len()).expect("fewer than 2^32 keys");
                 let key = v.record.key();
-                self.keys.insert(MapKey::new(prefix(key), key), at);
+                self.keys
+                    .insert(MapKey::new(prefix(key), key), Slot::Other(at));
+                self.others.push(Chain::One(v));
             }
         }
-        self.chains.push(Chain::One(v));
         self.versions += 1;
     }
 
@@ -90,17 +123,17 @@ impl Tree {
             return;
         }
         let fresh = std::mem::take(&mut self.fresh);
-        let mut new: Vec<(MapKey, u32)> = fresh
+        let mut new: Vec<(MapKey, Slot)> = fresh
             .into_iter()
-            .map(|at| {
-                let key = self.chains[at as usize].newest().record.key();
-                (MapKey::new(prefix(key), key), at)
+            .map(|h| {
+                let key = self.index[&h].newest().record.key();
+                (MapKey::new(prefix(key), key), Slot::Hashed(h))
             })
             .collect();
         new.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         if new.len() * APPEND_SHARE >= self.keys.len() {
             // Already sorted: the tree is built in one pass.
-            let mut more: BTreeMap<MapKey, u32> = new.into_iter().collect();
+            let mut more: BTreeMap<MapKey, Slot> = new.into_iter().collect();
             self.keys.append(&mut more);
         } else {
             for (key, at) in new {
@@ -129,22 +162,26 @@ mod tests {
     #[test]
     fn keys_of_one_hash_are_told_apart() {
         let mut t = Tree::default();
-        assert_eq!(t.find(7, b"a"), None);
+        let key = |c: Option<&Chain>| c.map(|c| c.newest().record.key().to_vec());
+        assert!(t.find(7, b"a").is_none());
         t.add(7, version(b"a", 1));
         t.add(7, version(b"b", 2));
-        assert_eq!(t.find(7, b"a"), Some(0));
-        assert_eq!(t.find(7, b"b"), Some(1));
-        assert_eq!(t.find(7, b"c"), None);
-        assert_eq!(t.find(8, b"a"), None);
-        assert_eq!(t.chains[1].newest().record.key(), b"b");
+        assert_eq!(key(t.find(7, b"a")), Some(b"a".to_vec()));
+        assert_eq!(key(t.find(7, b"b")), Some(b"b".to_vec()));
+        assert!(t.find(7, b"c").is_none());
+        assert!(t.find(8, b"a").is_none());
+        t.find_mut(7, b"b").unwrap().insert(version(b"b", 3));
+        assert_eq!(t.find(7, b"b").unwrap().newest().lsn, 3);
+        assert_eq!(t.find(7, b"a").unwrap().newest().lsn, 1);
+        assert!(t.find_mut(7, b"c").is_none());
         // The second went into the tree at once; the first waits.
         assert!(!t.is_folded());
-        let order: Vec<u32> = t.keys.values().copied().collect();
-        assert_eq!(order, [1]);
+        let order: Vec<Slot> = t.keys.values().copied().collect();
+        assert_eq!(order, [Slot::Other(0)]);
         t.fold();
-        let order: Vec<u32> = t.keys.values().copied().collect();
-        assert_eq!(order, [0, 1]);
-        assert_eq!(t.find(7, b"a"), Some(0));
+        let order: Vec<Slot> = t.keys.values().copied().collect();
+        assert_eq!(order, [Slot::Hashed(7), Slot::Other(0)]);
+        assert_eq!(key(t.find(7, b"a")), Some(b"a".to_vec()));
         assert_eq!(t.versions, 2);
     }
 
@@ -161,7 +198,7 @@ mod tests {
             let (from, to) = [(0, 100), (100, 500), (500, 501), (501, 1000)][round as usize];
             for i in from..to {
                 let k = key(i);
-                assert_eq!(t.find(hash(&k), &k), None);
+                assert!(t.find(hash(&k), &k).is_none());
                 t.add(hash(&k), version(&k, i + 1));
                 assert!(t.find(hash(&k), &k).is_some());
             }
@@ -170,7 +207,7 @@ mod tests {
             let walked: Vec<Vec<u8>> = t
                 .keys
                 .values()
-                .map(|&at| t.chains[at as usize].newest().record.key().to_vec())
+                .map(|&slot| t.chain(slot).newest().record.key().to_vec())
                 .collect();
             let mut want: Vec<Vec<u8>> = (0..to).map(key).collect();
             want.sort();
