@@ -50,6 +50,10 @@ pub struct AccessClock {
     /// The time of the event loop's turn under way ([`AccessClock::tick`]):
     /// its commands touch keys at it, without reading the clock each.
     turn_ms: u64,
+    /// The last key set (its hash) and its time: a command that reads a
+    /// key and writes it touches it twice, and the second touch then
+    /// costs no probe of the table.
+    last_set: (u64, u64),
 }
 
 impl Default for AccessClock {
@@ -66,6 +70,7 @@ impl AccessClock {
             bytes: 0,
             max_bytes,
             turn_ms: 0,
+            last_set: (0, 0),
         }
     }
 
@@ -97,7 +102,12 @@ impl AccessClock {
     }
 
     fn set(&mut self, key: &[u8], at: u64) {
-        if self.last.insert(xxh3_64(key), at).is_some() {
+        let hash = xxh3_64(key);
+        if self.last_set == (hash, at) && at != 0 {
+            return;
+        }
+        self.last_set = (hash, at);
+        if self.last.insert(hash, at).is_some() {
             return;
         }
         self.bytes += ENTRY;
@@ -113,6 +123,7 @@ impl AccessClock {
         let mid = times.len() / 2;
         let (_, &mut cut, _) = times.select_nth_unstable(mid);
         self.last.retain(|_, t| *t > cut);
+        self.last_set = (0, 0);
         self.bytes = self.last.len() * ENTRY;
     }
 

@@ -10,6 +10,7 @@
 //! into `order`. A removed key stays listed until a scan or the bound on
 //! the lists drops it, so a removal never searches the order either.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 use std::rc::Rc;
@@ -60,15 +61,19 @@ impl<T> DirtyTable<T> {
     /// Puts the value `make` returns for `key` (given the value there,
     /// if any) and returns the value it replaced.
     pub fn put(&mut self, key: Rc<[u8]>, make: impl FnOnce(Option<&T>) -> T) -> Option<T> {
-        if let Some(l) = self.map.get_mut(&*key) {
-            let value = make(Some(&l.value));
-            return Some(std::mem::replace(&mut l.value, value));
-        }
+        // One hash of the key, whether its entry is new or not.
+        let e = match self.map.entry(key) {
+            Entry::Occupied(mut e) => {
+                let value = make(Some(&e.get().value));
+                return Some(std::mem::replace(&mut e.get_mut().value, value));
+            }
+            Entry::Vacant(e) => e,
+        };
         let value = make(None);
         self.serial += 1;
         let serial = self.serial;
-        self.fresh.push((key.clone(), serial));
-        self.map.insert(key, Listed { serial, value });
+        self.fresh.push((e.key().clone(), serial));
+        e.insert(Listed { serial, value });
         // Listings of removed entries are dropped once they outnumber
         // the entries, so the list stays in proportion to the table.
         if self.fresh.len() > 2 * self.map.len() + 1024 {
