@@ -36,9 +36,7 @@ impl MapKey {
             tail: tail(key).into(),
         }
     }
-}
 
-impl MapKey {
     /// The key's bytes, from the map key alone (no look at a record).
     pub(super) fn bytes(&self) -> Vec<u8> {
         let len = self.len as usize;

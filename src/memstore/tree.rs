@@ -1,9 +1,10 @@
 //! The memstore's map: each key's versions, found by the key's hash, and
 //! kept in key order for walks.
 //!
-//! A key's first version goes into the hash index only; its place in the B-tree of keys is found later ([`Tree::fold`]),
-//! when a walk in key order needs it (a scan of the memstore, its flush)
-//! or a few thousand new keys have gathered. Point reads and writes ask
+//! A key's first version goes into the hash index only; its place in
+//! the B-tree of keys is found later ([`Tree::fold`]), when a walk in key
+//! order needs it (a scan of the memstore, its flush) or a few thousand
+//! new keys have gathered. Point reads and writes ask
 //! the index, so they never wait for the tree. The B-tree insert of a key
 //! that arrived at random, a search from the root missing the CPU's
 //! cache at each level (half the cost of a write's memstore insert at

@@ -90,7 +90,7 @@ pub struct Ticket {
 
 impl Ticket {
     pub(crate) fn new(state: Arc<TicketState>) -> Ticket {
-        Ticket { state, back: 0 }
+        Ticket::before_last(state, 0)
     }
 
     /// The ticket of a group's record `back` records before its last,
@@ -113,7 +113,7 @@ impl Ticket {
     pub(crate) fn done(lsn: Lsn) -> Ticket {
         let state = TicketState::new();
         state.complete(lsn);
-        Ticket { state, back: 0 }
+        Ticket::new(state)
     }
 
     /// A ticket not acknowledged yet, given `lsn` (none when 0). For tests.
@@ -123,7 +123,7 @@ impl Ticket {
         if lsn > 0 {
             state.give(lsn);
         }
-        Ticket { state, back: 0 }
+        Ticket::new(state)
     }
 
     /// The outcome, if there is one yet: the LSN the write was logged at

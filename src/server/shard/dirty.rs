@@ -84,9 +84,15 @@ impl<T> DirtyTable<T> {
         None
     }
 
-    /// Removes `key`'s entry, and returns its key and value.
-    pub fn remove(&mut self, key: &[u8]) -> Option<(Rc<[u8]>, T)> {
-        self.map.remove_entry(key).map(|(k, l)| (k, l.value))
+    /// Removes `key`'s entry if `ours` says so of its value, with one
+    /// hash of the key: `Ok` with the value removed, `Err(true)` when the
+    /// entry stays, `Err(false)` when there is none.
+    pub fn take_if(&mut self, key: Rc<[u8]>, ours: impl FnOnce(&T) -> bool) -> Result<T, bool> {
+        match self.map.entry(key) {
+            Entry::Occupied(e) if ours(&e.get().value) => Ok(e.remove().value),
+            Entry::Occupied(_) => Err(true),
+            Entry::Vacant(_) => Err(false),
+        }
     }
 
     /// The entries from `from` (inclusive) up to `upto` (exclusive, or no
@@ -146,14 +152,12 @@ mod tests {
             [("b".into(), 11), ("c".into(), 3)]
         );
         // Removed, then written again before and after a scan.
-        assert_eq!(
-            t.remove(b"c").map(|(k, v)| (k.to_vec(), v)),
-            Some((b"c".to_vec(), 3))
-        );
-        assert_eq!(t.remove(b"c"), None);
+        assert_eq!(t.take_if(b"c"[..].into(), |&v| v == 4), Err(true));
+        assert_eq!(t.take_if(b"c"[..].into(), |&v| v == 3), Ok(3));
+        assert_eq!(t.take_if(b"c"[..].into(), |_| true), Err(false));
         assert_eq!(keys(&mut t, b"", None).len(), 3);
         t.put(b"c"[..].into(), |_| 30);
-        t.remove(b"a");
+        assert_eq!(t.take_if(b"a"[..].into(), |_| true), Ok(2));
         t.put(b"a"[..].into(), |_| 40);
         t.put(b"e"[..].into(), |_| 50);
         assert_eq!(
@@ -176,7 +180,7 @@ mod tests {
         // One key written and removed over and over, with no scan.
         for i in 0..100_000u32 {
             t.put(b"hot"[..].into(), |_| i);
-            t.remove(b"hot");
+            assert_eq!(t.take_if(b"hot"[..].into(), |_| true), Ok(i));
         }
         assert!(t.fresh.len() <= 1024 + 2, "{}", t.fresh.len());
         // Many keys scanned, then removed.
@@ -185,7 +189,10 @@ mod tests {
         }
         assert_eq!(keys(&mut t, b"k", None).len(), 10_000);
         for i in 0..10_000u32 {
-            t.remove(format!("k{i:05}").as_bytes());
+            assert_eq!(
+                t.take_if(format!("k{i:05}").as_bytes().into(), |_| true),
+                Ok(i)
+            );
         }
         t.put(b"k"[..].into(), |_| 1);
         assert_eq!(keys(&mut t, b"", None), [("k".into(), 1)]);

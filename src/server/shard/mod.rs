@@ -724,19 +724,18 @@ impl<'a> Shard<'a> {
             *b.deps.borrow_mut() = Deps::default();
             // One search of the table per key.
             for k in std::mem::take(&mut *b.keys.borrow_mut()) {
-                let ours = match dirty.get(&k) {
-                    Some(d) => Rc::ptr_eq(&d.batch, b),
-                    None => continue,
-                };
-                if !ours {
+                let d = match dirty.take_if(k.clone(), |d| Rc::ptr_eq(&d.batch, b)) {
+                    Ok(d) => d,
                     // A later write of the key is dirty (and ends the
                     // loss, once it is in).
-                    if let (Some(why), true) = (&failure, unwaited) {
-                        lost.insert(k.to_vec(), why.clone());
+                    Err(true) => {
+                        if let (Some(why), true) = (&failure, unwaited) {
+                            lost.insert(k.to_vec(), why.clone());
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                let (k, d) = dirty.remove(&k).expect("the key is dirty");
+                    Err(false) => continue,
+                };
                 match &failure {
                     Some(why) if unwaited => {
                         lost.insert(k.to_vec(), why.clone());
