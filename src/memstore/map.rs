@@ -6,12 +6,11 @@ use std::sync::{Arc, Mutex, Weak};
 
 use std::sync::RwLock;
 
-use xxhash_rust::xxh3::xxh3_64;
-
 use super::admission::{Admission, Inserter, TRIM_AT};
 use super::chain::Version;
 use super::key::{KeyProbe, Probe};
 use super::tree::Tree;
+use crate::hash::neighbor_hash;
 use crate::record::Record;
 use crate::table::{Entry, EntryKind};
 
@@ -224,7 +223,7 @@ impl Memstore {
                 max = max.max(lsn);
                 keys += record.key_len() as u64;
                 values += record.value_len() as u64;
-                let hash = xxh3_64(record.key());
+                let hash = neighbor_hash(record.key());
                 (Version { lsn, record, kind }, hash)
             })
             .collect();
@@ -305,7 +304,7 @@ impl Memstore {
     /// key in the region's other memstores) end at that probe instead of a
     /// search of the whole tree.
     fn newest<T>(&self, key: &[u8], f: impl FnOnce(&Version) -> T) -> Option<T> {
-        let hash = xxh3_64(key);
+        let hash = neighbor_hash(key);
         let tree = self.map.read().expect("memstore lock");
         Some(f(tree.find(hash, key)?.newest()))
     }

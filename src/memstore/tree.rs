@@ -192,7 +192,7 @@ mod tests {
     fn a_fold_puts_keys_in_order_both_ways() {
         let mut t = Tree::default();
         let key = |i: u64| format!("key:{:012}", (i * 7919) % 1000).into_bytes();
-        let hash = |k: &[u8]| xxhash_rust::xxh3::xxh3_64(k);
+        let hash = |k: &[u8]| crate::hash::neighbor_hash(k);
         for round in 0..4u64 {
             // 100 fresh keys, then 400 (appended: a large share), then 1
             // at a time (inserted).
