@@ -207,6 +207,10 @@ fn live(e: Entry) -> Option<Vec<u8>> {
 pub(super) struct Merge<D: Device<Queue: Send>> {
     sources: Vec<Source<D>>,
     heads: Vec<Option<Entry>>,
+    /// Sources whose head the last entry returned used up: they move on
+    /// at the next call, not at once, so a seek for one key (SPOP's, a
+    /// list's LINDEX) reads no entry past it.
+    used: Vec<bool>,
 }
 
 impl<D: Device<Queue: Send>> Merge<D> {
@@ -215,10 +219,20 @@ impl<D: Device<Queue: Send>> Merge<D> {
         for s in &mut sources {
             heads.push(s.next()?);
         }
-        Ok(Merge { sources, heads })
+        let used = vec![false; sources.len()];
+        Ok(Merge {
+            sources,
+            heads,
+            used,
+        })
     }
 
     pub(super) fn next(&mut self) -> Result<Option<Entry>> {
+        for i in 0..self.sources.len() {
+            if std::mem::take(&mut self.used[i]) {
+                self.heads[i] = self.sources[i].next()?;
+            }
+        }
         let mut best: Option<usize> = None;
         for (i, h) in self.heads.iter().enumerate() {
             if let Some(e) = h {
@@ -233,10 +247,11 @@ impl<D: Device<Queue: Send>> Merge<D> {
         }
         let Some(b) = best else { return Ok(None) };
         let winner = self.heads[b].take().expect("best has a head");
+        self.used[b] = true;
         for i in 0..self.heads.len() {
-            let same = i == b || self.heads[i].as_ref().is_some_and(|e| e.key == winner.key);
-            if same {
-                self.heads[i] = self.sources[i].next()?;
+            if self.heads[i].as_ref().is_some_and(|e| e.key == winner.key) {
+                self.heads[i] = None;
+                self.used[i] = true;
             }
         }
         Ok(Some(winner))

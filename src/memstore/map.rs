@@ -8,7 +8,7 @@ use std::sync::RwLock;
 
 use super::admission::{Admission, Inserter, TRIM_AT};
 use super::chain::Version;
-use super::key::{KeyProbe, Probe};
+use super::key::{KeyProbe, MapKey, Probe};
 use super::tree::Tree;
 use crate::hash::neighbor_hash;
 use crate::record::Record;
@@ -326,16 +326,19 @@ impl Memstore {
             Bound::Included(probe)
         };
         let to = to.map(KeyProbe::new);
-        let end = match &to {
-            Some(to) => Bound::Excluded(to as &dyn Probe),
-            None => Bound::Unbounded,
-        };
         self.sorted(|tree| {
             let mut out: Vec<Entry> = Vec::new();
-            // The B-tree's range ends at `to`, and keys are copied from the
-            // map's keys: a tombstone passed (SPOP's, before a live
-            // member) reads its chain and never its record.
-            for (k, &slot) in tree.keys.range::<dyn Probe, _>((start, end)).take(max) {
+            // The range is open-ended, each key checked against `to`: a
+            // range with two bounds descends the B-tree once for each.
+            // Keys are copied from the map's keys: a tombstone passed
+            // (SPOP's, before a live member) reads its chain and never
+            // its record.
+            let keys = tree.keys.range::<dyn Probe, _>((start, Bound::Unbounded));
+            let below = |k: &MapKey| {
+                to.as_ref()
+                    .is_none_or(|to| (k as &dyn Probe) < (to as &dyn Probe))
+            };
+            for (k, &slot) in keys.take_while(|(k, _)| below(k)).take(max) {
                 let v = tree.chain(slot).newest();
                 out.push(Entry {
                     key: k.bytes(),

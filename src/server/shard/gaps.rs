@@ -6,7 +6,10 @@
 //! LSM keeps its delete, so a queue that pops from its front would cost
 //! O(popped) per pop. A scan that passed many deletes remembers the range
 //! before its first live key ([`Gaps::learn`]); the next scan from inside
-//! it starts at its end ([`Gaps::skip`]).
+//! it starts at its end ([`Gaps::skip`]), and a scan that meets a range
+//! on its way jumps it ([`Gaps::next_start`]). When the key a scan found
+//! is deleted next (a pop), the range grows over it ([`Gaps::deleted`]),
+//! so the next pop from there passes no delete at all.
 //!
 //! The shard owns every key, and every live write goes through
 //! [`super::Shard::write`], which cuts the write's key out of the range
@@ -49,6 +52,12 @@ struct Gap<'a> {
 pub struct Gaps<'a> {
     ranges: BTreeMap<Vec<u8>, Gap<'a>>,
     bytes: usize,
+    /// The last bounded scan that found a live key: where it started,
+    /// the key, and what the emptiness before the key depends on. Until a
+    /// live write, deleting that key (SPOP's pick, ZPOPMIN's first)
+    /// makes the whole of it a range ([`Gaps::deleted`]), so the next
+    /// scan from there does not pass the delete again.
+    found: Option<(Vec<u8>, Vec<u8>, Deps<'a>)>,
 }
 
 fn cost(start: &[u8], end: &[u8]) -> usize {
@@ -69,16 +78,78 @@ impl<'a> Gaps<'a> {
     /// the end of the range that holds `key`, if one does, with what the
     /// range's emptiness depends on.
     pub fn skip(&mut self, key: &[u8]) -> Option<(Vec<u8>, Deps<'a>)> {
-        let start = self.holding(key)?.clone();
-        let g = self.ranges.get_mut(&start).expect("held");
+        let (_, g) = self
+            .ranges
+            .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(key)))
+            .next_back()?;
+        if key >= g.end.as_slice() {
+            return None;
+        }
         g.deps = g.deps.unsettled();
         Some((g.end.clone(), g.deps.clone()))
+    }
+
+    /// The first key of the first range after `key`, if a range starts
+    /// after it: a scan from `key` can stop there and go on from the
+    /// range's end ([`Gaps::skip`]).
+    pub fn next_start(&self, key: &[u8]) -> Option<&[u8]> {
+        self.ranges
+            .range::<[u8], _>((Bound::Excluded(key), Bound::Unbounded))
+            .next()
+            .map(|(s, _)| s.as_slice())
+    }
+
+    /// A bounded scan from `from` found `key` as its first live key, with
+    /// nothing live before it given `deps`.
+    pub fn found(&mut self, from: &[u8], key: &[u8], deps: &Deps<'a>) {
+        self.found = Some((from.to_vec(), key.to_vec(), deps.unsettled()));
+    }
+
+    /// `key` was deleted by a write that `deps` stands for: if it is what
+    /// the last scan found, nothing is live from that scan's start to the
+    /// key, the key included.
+    pub fn deleted(&mut self, key: &[u8], deps: &Deps<'a>) {
+        if self
+            .found
+            .as_ref()
+            .is_none_or(|(_, k, _)| k.as_slice() != key)
+        {
+            return;
+        }
+        let (from, mut end, mut why) = self.found.take().expect("checked");
+        why.merge(deps);
+        end.push(0);
+        self.learn(&from, &end, &why);
     }
 
     /// No live key is in `[from, to)`, given `deps`.
     pub fn learn(&mut self, from: &[u8], to: &[u8], deps: &Deps<'a>) {
         if from >= to {
             return;
+        }
+        // Most often (a pop after a scan from a range's end) the range
+        // that holds or ends at `from` grows in place, with no range
+        // starting before `to` to join.
+        if self
+            .ranges
+            .range::<[u8], _>((Bound::Excluded(from), Bound::Included(to)))
+            .next()
+            .is_none()
+        {
+            if let Some((_, g)) = self
+                .ranges
+                .range_mut::<[u8], _>((Bound::Unbounded, Bound::Included(from)))
+                .next_back()
+                .filter(|(_, g)| g.end.as_slice() >= from)
+            {
+                g.deps.merge(&deps.unsettled());
+                if g.end.as_slice() < to {
+                    self.bytes = self.bytes + to.len() - g.end.len();
+                    g.end.clear();
+                    g.end.extend_from_slice(to);
+                }
+                return;
+            }
         }
         let mut start = from.to_vec();
         let mut end = to.to_vec();
@@ -116,6 +187,7 @@ impl<'a> Gaps<'a> {
     /// `key` was written a live value: the range that held it no longer
     /// holds it.
     pub fn written(&mut self, key: &[u8]) {
+        self.found = None;
         if self.ranges.is_empty() {
             return;
         }
@@ -228,6 +300,28 @@ mod tests {
             g.bytes,
             cost(b"b\0\0", b"c") + cost(b"c\0", b"f") + cost(b"x", b"y")
         );
+    }
+
+    #[test]
+    fn deleting_what_a_scan_found_joins_it_to_the_range_before() {
+        let mut g = Gaps::default();
+        let none = Deps::default();
+        g.learn(b"b", b"d", &none);
+        // A scan from the range's end found "f"; deleting another key
+        // changes nothing, deleting "f" makes [d, f] empty.
+        g.found(b"d", b"f", &none);
+        g.deleted(b"e", &none);
+        assert_eq!(ranges(&g), pairs(&[("b", "d")]));
+        g.deleted(b"f", &none);
+        assert_eq!(ranges(&g), pairs(&[("b", "f\0")]));
+        assert_eq!(g.next_start(b"a"), Some(&b"b"[..]));
+        assert_eq!(g.next_start(b"b"), None);
+        // Once only, and a live write in between forgets the scan.
+        g.deleted(b"f", &none);
+        g.found(b"f\0", b"h", &none);
+        g.written(b"g");
+        g.deleted(b"h", &none);
+        assert_eq!(ranges(&g), pairs(&[("b", "f\0")]));
     }
 
     #[test]

@@ -521,12 +521,16 @@ impl<'a> Shard<'a> {
         // one WAL group, whole or gone after a crash.
         let group = b.ends.borrow().last().copied().unwrap_or(0);
         let mut gaps = self.gaps.borrow_mut();
+        let mut ours = Deps::default();
+        ours.add(&b);
         for (k, v) in writes {
             if v.is_some() {
                 if k.starts_with(super::keys::EXPIRES) {
                     self.expiry_written.set(true);
                 }
                 gaps.written(&k);
+            } else {
+                gaps.deleted(&k, &ours);
             }
             // The row cache keeps the key's old row: reads ask this
             // table first, and `retire` replaces the row.

@@ -23,25 +23,40 @@ impl<'a> Shard<'a> {
             return Err(e);
         }
         let mut from = start.to_vec();
-        // Only bounded scans use and learn empty ranges (see `gaps`).
-        if let Some(end) = end {
-            if let Some((to, why)) = self.gaps.borrow_mut().skip(start) {
-                deps.merge(&why);
-                if to.as_slice() >= end {
-                    return Ok(Vec::new());
-                }
-                from = to;
-            }
-        }
-        let skipped_to = from.clone();
+        let mut skipped_to = None;
         let mut out = Vec::new();
         // Deletes passed before the first live key, and what the dirty
-        // ones among them depend on.
+        // ones among them (and the ranges jumped) depend on.
         let mut passed = 0;
+        let mut jumped = false;
+        let mut started_in_range = false;
         let mut lead = Deps::default();
         'steps: while out.len() < limit {
+            // Only bounded scans use and learn empty ranges (see `gaps`):
+            // one that holds `from` is jumped, and the engine's scan stops
+            // where the next one starts.
+            let mut stop = end.map(<[u8]>::to_vec);
+            if let Some(end) = end {
+                let mut gaps = self.gaps.borrow_mut();
+                if let Some((to, why)) = gaps.skip(&from) {
+                    deps.merge(&why);
+                    if out.is_empty() {
+                        lead.merge(&why);
+                        jumped |= skipped_to.is_some();
+                    }
+                    started_in_range |= skipped_to.is_none();
+                    from = to;
+                }
+                skipped_to.get_or_insert_with(|| from.clone());
+                if from.as_slice() >= end {
+                    break;
+                }
+                if let Some(next) = gaps.next_start(&from).filter(|&n| n < end) {
+                    stop = Some(next.to_vec());
+                }
+            }
             let want = limit - out.len();
-            let (got, deleted) = self.engine.scan_counting(&from, end, want)?;
+            let (got, deleted) = self.engine.scan_counting(&from, stop.as_deref(), want)?;
             if out.is_empty() {
                 passed += deleted;
             }
@@ -54,7 +69,7 @@ impl<'a> Shard<'a> {
                     after.push(0);
                     Some(after)
                 }
-                _ => end.map(<[u8]>::to_vec),
+                _ => stop.clone(),
             };
             let mut dirty = self.dirty.borrow_mut();
             let range = dirty.range(&from, upto.as_deref());
@@ -88,17 +103,27 @@ impl<'a> Shard<'a> {
                     break 'steps;
                 }
             }
-            match (cut, upto) {
-                (true, Some(u)) => from = u,
+            // On from past the last key read, or from the range the
+            // engine's scan stopped at; done at the end.
+            match upto {
+                Some(u) if cut || end.is_some_and(|e| u.as_slice() < e) => from = u,
                 _ => break,
             }
         }
-        if let Some(end) = end {
-            if passed >= LEARN_AFTER {
+        if let (Some(end), Some(skipped_to)) = (end, skipped_to) {
+            let mut gaps = self.gaps.borrow_mut();
+            let first = out.first().map(|(k, _)| k.as_slice());
+            if passed >= LEARN_AFTER || jumped {
                 // Nothing live before the first key found, or before the
                 // end when none was (the loop ran out, not into `limit`).
-                let to = out.first().map_or(end, |(k, _)| k.as_slice());
-                self.gaps.borrow_mut().learn(&skipped_to, to, &lead);
+                gaps.learn(&skipped_to, first.unwrap_or(end), &lead);
+            }
+            // A scan that passed no delete and started outside a range
+            // would only make a range of the one key it found, when
+            // that is deleted: tens of thousands of them over a set's
+            // first pops, each a search longer for every scan.
+            if let Some(first) = first.filter(|_| passed > 0 || started_in_range) {
+                gaps.found(&skipped_to, first, &lead);
             }
         }
         Ok(out)

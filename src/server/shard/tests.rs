@@ -463,3 +463,81 @@ fn a_failed_write_no_reply_waited_for_is_an_error_to_read_not_the_value_before()
         1
     );
 }
+
+#[test]
+fn popping_what_a_scan_found_grows_its_range_and_a_scan_jumps_ranges_on_its_way() {
+    let engine = testing::any_engine();
+    let keys: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
+    let writes: Vec<(&[u8], Option<&[u8]>)> = keys
+        .iter()
+        .map(|k| (k.as_bytes(), Some(&b"v"[..])))
+        .collect();
+    engine.write_batch(&writes, None).unwrap();
+    let shard = Shard::new(&engine, 1 << 20);
+    fn first<'a>(shard: &Shard<'a>, from: &str, deps: &mut Deps<'a>) -> Option<String> {
+        let got = shard.scan(from.as_bytes(), Some(b"t"), 1, deps).unwrap();
+        got.first()
+            .map(|(k, _)| String::from_utf8(k.clone()).unwrap())
+    }
+    fn pop<'a>(shard: &Shard<'a>, key: &str) -> Deps<'a> {
+        let mut d = Deps::default();
+        shard.write(
+            Durability::Sync,
+            vec![(key.as_bytes().to_vec(), None)],
+            &mut d,
+        );
+        d
+    }
+    // Deletes s20..s29, passed by a scan from s20: one range, [s20, s30).
+    for k in &keys[20..30] {
+        pop(&shard, k);
+    }
+    assert_eq!(
+        first(&shard, "s20", &mut Deps::default()).as_deref(),
+        Some("s30")
+    );
+    assert_eq!(shard.gaps.borrow().len(), 1);
+    // SPOP's pattern: a scan from inside the range finds its end, the key
+    // found is deleted, and the range grows over it, so the next scan
+    // passes no delete.
+    for (i, want) in ["s30", "s31", "s32"].iter().enumerate() {
+        let mut d = Deps::default();
+        assert_eq!(first(&shard, "s25", &mut d).as_deref(), Some(*want));
+        let popped = pop(&shard, want);
+        let ranges = shard.gaps.borrow().len();
+        assert_eq!(ranges, 1, "pop {i} grew the range, made no other");
+        let end = shard.gaps.borrow_mut().skip(b"s25").map(|s| s.0);
+        assert_eq!(end, Some(format!("{want}\0").into_bytes()));
+        // The grown range depends on the pop: a scan that skips it waits.
+        let mut after = Deps::default();
+        first(&shard, "s25", &mut after);
+        let synced = after.synced.clone().expect("waits for the pop");
+        assert!(Rc::ptr_eq(&synced, popped.synced.as_ref().unwrap()));
+    }
+    // A scan from before the range that meets it on its way jumps it: the
+    // deletes s05..s09 and the range [s20, s33) are passed without reading
+    // the deletes inside the range, and the whole way becomes one range.
+    for k in keys[5..20].iter() {
+        pop(&shard, k);
+    }
+    assert_eq!(
+        first(&shard, "s05", &mut Deps::default()).as_deref(),
+        Some("s33")
+    );
+    assert_eq!(shard.gaps.borrow().len(), 1);
+    assert_eq!(
+        shard.gaps.borrow_mut().skip(b"s05").map(|s| s.0),
+        Some(b"s33".to_vec())
+    );
+    // A live write inside is found again.
+    shard.write(
+        Durability::Sync,
+        vec![put("s12", "back")],
+        &mut Deps::default(),
+    );
+    let mut last = Deps::default();
+    assert_eq!(first(&shard, "s05", &mut last).as_deref(), Some("s12"));
+    shard.submit(&notify());
+    settle(&shard, &last);
+    drain(&shard);
+}
