@@ -2,9 +2,11 @@
 //! kept in key order for walks.
 //!
 //! A key's first version goes into the hash index only; its place in
-//! the B-tree of keys is found later ([`Tree::fold`]), when a walk in key
-//! order needs it (a scan of the memstore, its flush) or a few thousand
-//! new keys have gathered. Point reads and writes ask
+//! the B-tree of keys is found later ([`Tree::fold`]), when a scan of the
+//! memstore needs it or, once one has, a few thousand new keys have
+//! gathered. A memstore no scan reads (a write-only load) never builds
+//! its tree: its flush sorts the new keys aside ([`Tree::for_each_in_order`]).
+//! Point reads and writes ask
 //! the index, so they never wait for the tree. The B-tree insert of a key
 //! that arrived at random, a search from the root missing the CPU's
 //! cache at each level (half the cost of a write's memstore insert at
@@ -24,6 +26,16 @@ use super::key::{prefix, KeyProbe, MapKey, Probe};
 /// building a tree of them and appending it (one pass over both) rather
 /// than by inserting them one by one.
 const APPEND_SHARE: usize = 4;
+
+/// Pairs of first bytes [`Tree::may_hold`] tells apart.
+const FIRSTS: usize = 1 << 16;
+
+/// A key's first two bytes (zero for a byte it has not), in order: a key
+/// at or above another has a pair at or above the other's.
+fn first_pair(key: &[u8]) -> usize {
+    let byte = |i: usize| usize::from(key.get(i).copied().unwrap_or(0));
+    byte(0) << 8 | byte(1)
+}
 
 /// Where a key's versions are: in the index under their hash (the
 /// first key of that hash), or among the others.
@@ -52,6 +64,11 @@ pub(super) struct Tree {
     others: Vec<Chain>,
     /// Hashes of the keys not yet in `keys`, each the first of its hash.
     fresh: Vec<u64>,
+    /// A bit for each pair of first bytes any key has (a key of one byte
+    /// counts as that byte and a zero), in 1,024 words once a key is in:
+    /// a scan of a range no key can be in (the expiry index's, in a
+    /// memstore of collections) answers without a fold.
+    firsts: Vec<u64>,
     /// Versions held, in every chain.
     pub(super) versions: u64,
 }
@@ -92,6 +109,11 @@ impl Tree {
     /// Adds a key's first version, `v` (a key `find` did not find), whose
     /// key's hash is `hash`.
     pub(super) fn add(&mut self, hash: u64, v: Version) {
+        if self.firsts.is_empty() {
+            self.firsts = vec![0; FIRSTS / 64];
+        }
+        let at = first_pair(v.record.key());
+        self.firsts[at / 64] |= 1 << (at % 64);
         match self.index.entry(hash) {
             Entry::Vacant(e) => {
                 e.insert(Chain::One(v));
@@ -113,9 +135,50 @@ impl Tree {
         self.fresh.is_empty()
     }
 
+    /// Whether a key in `[from, to)` may be here: false when no key's
+    /// first two bytes are between theirs.
+    pub(super) fn may_hold(&self, from: &[u8], to: Option<&[u8]>) -> bool {
+        if self.firsts.is_empty() {
+            return false;
+        }
+        let (lo, hi) = (first_pair(from), to.map_or(FIRSTS - 1, first_pair));
+        if hi < lo || hi - lo > FIRSTS / 16 {
+            // Wider than a sixteenth of the pairs: not worth the words.
+            return hi >= lo;
+        }
+        (lo..=hi).any(|at| self.firsts[at / 64] & (1 << (at % 64)) != 0)
+    }
+
     /// Keys not in `keys` yet.
     pub(super) fn unfolded(&self) -> usize {
         self.fresh.len()
+    }
+
+    /// Calls `f` with each key's versions in key order, without a fold:
+    /// the keys not in `keys` yet are sorted aside and merged with it.
+    pub(super) fn for_each_in_order<E>(
+        &self,
+        mut f: impl FnMut(&Chain) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut fresh: Vec<(KeyProbe<'_>, &Chain)> = self
+            .fresh
+            .iter()
+            .map(|h| {
+                let chain = &self.index[h];
+                (KeyProbe::new(chain.newest().record.key()), chain)
+            })
+            .collect();
+        fresh.sort_unstable_by(|a, b| (&a.0 as &dyn Probe).cmp(&b.0 as &dyn Probe));
+        let mut fresh = fresh.into_iter().peekable();
+        for (key, &slot) in &self.keys {
+            while let Some((_, chain)) =
+                fresh.next_if(|(p, _)| (p as &dyn Probe) < (key as &dyn Probe))
+            {
+                f(chain)?;
+            }
+            f(self.chain(slot))?;
+        }
+        fresh.try_for_each(|(_, chain)| f(chain))
     }
 
     /// Puts the keys added since the last fold into `keys`.
@@ -184,6 +247,22 @@ mod tests {
         assert_eq!(order, [Slot::Hashed(7), Slot::Other(0)]);
         assert_eq!(key(t.find(7, b"a")), Some(b"a".to_vec()));
         assert_eq!(t.versions, 2);
+    }
+
+    #[test]
+    fn a_range_no_key_can_be_in_is_told_without_a_fold() {
+        let mut t = Tree::default();
+        assert!(!t.may_hold(b"", None));
+        t.add(1, version(b"key:1", 1));
+        t.add(2, version(b"\0", 2));
+        assert!(t.may_hold(b"", None));
+        assert!(t.may_hold(b"key", Some(b"kez")));
+        assert!(t.may_hold(b"k", Some(b"l")));
+        assert!(!t.may_hold(b"kf", Some(b"kz")));
+        assert!(!t.may_hold(b"\0\x02", Some(b"\0\x03")));
+        // "\0" counts as "\0\0", the first of its pair's keys.
+        assert!(t.may_hold(b"\0", Some(b"\0\x01")));
+        assert!(!t.may_hold(b"\0\x01", Some(b"\0\x02")));
     }
 
     /// Keys added in any order are found at once and walked in key order
