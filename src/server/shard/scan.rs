@@ -118,11 +118,11 @@ impl<'a> Shard<'a> {
                 // end when none was (the loop ran out, not into `limit`).
                 gaps.learn(&skipped_to, first.unwrap_or(end), &lead);
             }
-            // A scan that passed no delete and started outside a range
-            // would only make a range of the one key it found, when
-            // that is deleted: tens of thousands of them over a set's
-            // first pops, each a search longer for every scan.
-            if let Some(first) = first.filter(|_| passed > 0 || started_in_range) {
+            // A scan that passed few deletes and started outside a range
+            // would make a range of little more than the key it found,
+            // once that is deleted: tens of thousands of them over a
+            // set's first pops, each making every scan's searches longer.
+            if let Some(first) = first.filter(|_| passed >= LEARN_AFTER || started_in_range) {
                 gaps.found(&skipped_to, first, &lead);
             }
         }
