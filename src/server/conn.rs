@@ -168,6 +168,9 @@ pub struct Conn<'a> {
     /// ([`Conn::report_held`]): told once per read or release, not per
     /// reply.
     held_unreported: (i64, i64),
+    /// When the request before in this [`Conn::take`] ended: the next
+    /// one's start, so a pipeline reads the clock once per command.
+    ended: Option<Instant>,
     /// Encoded replies not yet sent.
     pub out: Vec<u8>,
     /// The time the running command judges expiry by (milliseconds since
@@ -221,6 +224,7 @@ impl<'a> Conn<'a> {
             slots: VecDeque::new(),
             held: 0,
             held_unreported: (0, 0),
+            ended: None,
             out: Vec::with_capacity(16 * 1024),
             now: 0,
             reading: false,
@@ -245,6 +249,7 @@ impl<'a> Conn<'a> {
     /// ([`Taken::Busy`]), or it is to close.
     pub fn take(&mut self, parser: &mut Parser, input: &mut Input<'_>) -> Taken {
         let mut off = 0;
+        self.ended = None;
         let taken = loop {
             if self.out.len() + self.held >= MAX_OUT || self.slots.len() >= MAX_SLOTS {
                 break Taken::Busy;
@@ -399,7 +404,7 @@ impl<'a> Conn<'a> {
 
     /// Runs one request and records it.
     fn request(&mut self, args: Vec<Vec<u8>>) -> Outcome {
-        let started = Instant::now();
+        let started = self.ended.take().unwrap_or_else(Instant::now);
         let client = &self.client;
         client.last_active.store(
             started.saturating_duration_since(client.since).as_millis() as u64,
@@ -440,12 +445,12 @@ impl<'a> Conn<'a> {
     /// already counted counts as the command's failed call only.
     pub fn count(&mut self, name: &str, started: Instant, r: &Reply) {
         let counted = std::mem::take(&mut self.error_counted);
+        let ended = Instant::now();
+        self.ended = Some(ended);
+        let took = ended.saturating_duration_since(started);
         match r.error_message() {
-            Some(_) if counted => self
-                .shared
-                .metrics
-                .command_failed_counted(name, started.elapsed()),
-            e => self.shared.metrics.command(name, started.elapsed(), e),
+            Some(_) if counted => self.shared.metrics.command_failed_counted(name, took),
+            e => self.shared.metrics.command(name, took, e),
         }
     }
 
