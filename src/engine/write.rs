@@ -687,6 +687,32 @@ impl<D: Device<Queue: Send> + Clone> Inner<D> {
                 }
             };
             match self.wal.try_append_group(records, level) {
+                Ok(Ok(tickets)) if involved.len() == 1 => {
+                    // One region (most commands: a key and its elements):
+                    // the tickets and records go to its group as they are.
+                    let admitted: Vec<Admitted> = kept
+                        .into_iter()
+                        .zip(writes)
+                        .zip(&sizes)
+                        .map(|((record, (_, v)), &bytes)| Admitted {
+                            record,
+                            kind: if v.is_some() {
+                                EntryKind::Put
+                            } else {
+                                EntryKind::Delete
+                            },
+                            bytes,
+                            unlogged: 0,
+                        })
+                        .collect();
+                    let ms = mss.into_iter().next().expect("one region");
+                    let frozen = ms.bytes() >= self.opts.flush_size;
+                    out.extend(group(ms, tickets, admitted, last));
+                    if frozen {
+                        self.freeze_locked(involved[0], &mut guards[0]);
+                    }
+                    return Ok(());
+                }
                 Ok(Ok(tickets)) => {
                     let mut kept = kept.into_iter();
                     let mut per: Vec<(Vec<Ticket>, Vec<Admitted>)> =
