@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::device::AnyDevice;
+use crate::engine::Engine;
 use crate::server::metrics::testing;
 
 /// A notify that tells no one: the shard's tests poll.
@@ -38,6 +40,17 @@ fn drain(shard: &Shard<'_>) {
         std::thread::sleep(Duration::from_millis(1));
         shard.retire();
     }
+}
+
+/// Keys `{prefix}00` up to `n`, each written to the engine with "v".
+fn written(engine: &Engine<AnyDevice>, prefix: &str, n: usize) -> Vec<String> {
+    let keys: Vec<String> = (0..n).map(|i| format!("{prefix}{i:02}")).collect();
+    let writes: Vec<(&[u8], Option<&[u8]>)> = keys
+        .iter()
+        .map(|k| (k.as_bytes(), Some(&b"v"[..])))
+        .collect();
+    engine.write_batch(&writes, None).unwrap();
+    keys
 }
 
 fn put(k: &str, v: &str) -> Write {
@@ -350,12 +363,7 @@ fn a_failed_batch_keeps_its_keys_until_an_earlier_write_of_them_is_in() {
 #[test]
 fn a_scan_skips_the_deletes_an_earlier_scan_passed_and_waits_for_them_still() {
     let engine = testing::any_engine();
-    let keys: Vec<String> = (0..20).map(|i| format!("q{i:02}")).collect();
-    let writes: Vec<(&[u8], Option<&[u8]>)> = keys
-        .iter()
-        .map(|k| (k.as_bytes(), Some(&b"v"[..])))
-        .collect();
-    engine.write_batch(&writes, None).unwrap();
+    let keys = written(&engine, "q", 20);
     let shard = Shard::new(&engine, 1 << 20);
     // A queue popped from its front: ten deletes, not yet acknowledged.
     let mut popper = Deps::default();
@@ -467,12 +475,7 @@ fn a_failed_write_no_reply_waited_for_is_an_error_to_read_not_the_value_before()
 #[test]
 fn popping_what_a_scan_found_grows_its_range_and_a_scan_jumps_ranges_on_its_way() {
     let engine = testing::any_engine();
-    let keys: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
-    let writes: Vec<(&[u8], Option<&[u8]>)> = keys
-        .iter()
-        .map(|k| (k.as_bytes(), Some(&b"v"[..])))
-        .collect();
-    engine.write_batch(&writes, None).unwrap();
+    let keys = written(&engine, "s", 40);
     let shard = Shard::new(&engine, 1 << 20);
     fn first<'a>(shard: &Shard<'a>, from: &str, deps: &mut Deps<'a>) -> Option<String> {
         let got = shard.scan(from.as_bytes(), Some(b"t"), 1, deps).unwrap();
