@@ -330,14 +330,9 @@ impl Memstore {
         } else {
             Bound::Included(probe)
         };
-        if !self.map.read().expect("memstore lock").may_hold(from, to) {
-            return Vec::new();
-        }
+        let within = (from, to);
         let to = to.map(KeyProbe::new);
-        if !self.scanned.load(Ordering::Relaxed) {
-            self.scanned.store(true, Ordering::Relaxed);
-        }
-        self.sorted(|tree| {
+        self.sorted(within, |tree| {
             let mut out: Vec<Entry> = Vec::new();
             // The range is open-ended, each key checked against `to`: a
             // range with two bounds descends the B-tree once for each.
@@ -366,13 +361,25 @@ impl Memstore {
     }
 
     /// Runs `f` on the map with every key in its B-tree, under the read
-    /// lock: the fresh keys are folded in first ([`Tree::fold`]) under
-    /// the write lock, which is let go before `f` runs (a flush's walk
-    /// must not hold up the reads of its memstore).
-    fn sorted<R>(&self, f: impl FnOnce(&Tree) -> R) -> R {
+    /// lock, for a scan of `[from, to)`: the fresh keys are folded in
+    /// first ([`Tree::fold`]) under the write lock, which is let go before
+    /// `f` runs. A range no key can be in ([`Tree::may_hold`]) gets
+    /// `R::default()` at once, without a fold and without counting as a
+    /// scan of this memstore.
+    fn sorted<R: Default>(
+        &self,
+        (from, to): (&[u8], Option<&[u8]>),
+        f: impl FnOnce(&Tree) -> R,
+    ) -> R {
         loop {
             {
                 let tree = self.map.read().expect("memstore lock");
+                if !tree.may_hold(from, to) {
+                    return R::default();
+                }
+                if !self.scanned.load(Ordering::Relaxed) {
+                    self.scanned.store(true, Ordering::Relaxed);
+                }
                 if tree.is_folded() {
                     return f(&tree);
                 }
@@ -608,6 +615,12 @@ mod tests {
         assert_eq!(seen.len(), FOLD_AT + 100);
         assert!(seen.windows(2).all(|w| w[0] < w[1]));
         assert!(!m.map.read().unwrap().is_folded());
+        // A scan of a range no key can be in neither folds nor counts.
+        assert!(m
+            .range_newest(b"\0\x02", false, Some(b"\0\x03"), 1)
+            .is_empty());
+        assert!(!m.map.read().unwrap().is_folded());
+        assert!(!m.scanned.load(Ordering::Relaxed));
         // A scan folds them in; from then on inserts fold now and then.
         assert_eq!(
             m.range_newest(b"", false, None, 1)[0].key,
