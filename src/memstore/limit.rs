@@ -19,6 +19,9 @@ pub struct Memory {
     low: u64,
     lock: Mutex<()>,
     below: Condvar,
+    /// Writers in [`Memory::wait_below_low`]: a release with none skips
+    /// the lock and the wake (a system call, even with no one to wake).
+    waiting: AtomicU64,
     blocks: AtomicU64,
     blocked_ns: AtomicU64,
 }
@@ -45,6 +48,7 @@ impl Memory {
             low: low.min(limit),
             lock: Mutex::new(()),
             below: Condvar::new(),
+            waiting: AtomicU64::new(0),
             blocks: AtomicU64::new(0),
             blocked_ns: AtomicU64::new(0),
         }
@@ -77,7 +81,9 @@ impl Memory {
     /// below the low-water mark.
     pub fn release(&self, bytes: u64) {
         let now = self.total.fetch_sub(bytes, Ordering::SeqCst) - bytes;
-        if now < self.low {
+        // Both sequentially consistent: a writer counts itself before it
+        // reads the total, so either it reads this one or it is counted.
+        if now < self.low && self.waiting.load(Ordering::SeqCst) > 0 {
             let _guard = self.lock.lock().expect("memory lock");
             self.below.notify_all();
         }
@@ -104,6 +110,7 @@ impl Memory {
         self.blocks.fetch_add(1, Ordering::Relaxed);
         nudge();
         let mut guard = self.lock.lock().expect("memory lock");
+        self.waiting.fetch_add(1, Ordering::SeqCst);
         let result = loop {
             if let Some(e) = stop() {
                 break Err(e);
@@ -122,6 +129,7 @@ impl Memory {
                 guard = self.lock.lock().expect("memory lock");
             }
         };
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
         drop(guard);
         let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.blocked_ns.fetch_add(ns, Ordering::Relaxed);
