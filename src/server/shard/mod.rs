@@ -62,6 +62,10 @@ pub struct Batch<'a> {
     /// Engine writes (`None`: a delete) and where each command's end.
     writes: RefCell<Vec<Queued>>,
     ends: RefCell<Vec<usize>>,
+    /// For each write whose key a later command of the batch wrote again,
+    /// where that write is (`u32::MAX` for the others; empty while there
+    /// is none): a submission holding both logs only the later one.
+    later: RefCell<Vec<u32>>,
     /// The keys written, kept after submission to leave the dirty table.
     keys: RefCell<Vec<Rc<[u8]>>>,
     /// What the writes of the batch depended on.
@@ -89,6 +93,7 @@ impl<'a> Batch<'a> {
             level,
             writes: RefCell::new(Vec::new()),
             ends: RefCell::new(Vec::new()),
+            later: RefCell::new(Vec::new()),
             keys: RefCell::new(Vec::new()),
             deps: RefCell::new(Deps::default()),
             state: RefCell::new(State::Open),
@@ -541,10 +546,14 @@ impl<'a> Shard<'a> {
             // transaction) is written once, with its last value: no one
             // can see the first, in the shard or after a crash.
             let mut again = None;
+            let mut before = None;
             let old = dirty.put(k.clone(), |old| {
-                again = old
-                    .filter(|o| Rc::ptr_eq(&o.batch, &b) && o.slot >= group)
-                    .map(|o| o.slot);
+                let ours = old.filter(|o| Rc::ptr_eq(&o.batch, &b));
+                again = ours.filter(|o| o.slot >= group).map(|o| o.slot);
+                // An earlier command of the batch wrote it: the submission
+                // that holds both (one WAL group, whole or gone after a
+                // crash) need not log the first.
+                before = ours.filter(|o| o.slot < group).map(|o| o.slot);
                 Dirty {
                     value: v.clone(),
                     batch: b.clone(),
@@ -557,7 +566,14 @@ impl<'a> Shard<'a> {
             }
             match again {
                 Some(i) => queued[i].1 = v,
-                None => queued.push((k, v)),
+                None => {
+                    if let Some(i) = before {
+                        let mut later = b.later.borrow_mut();
+                        later.resize(queued.len(), u32::MAX);
+                        later[i] = u32::try_from(queued.len()).expect("fewer than 2^32 writes");
+                    }
+                    queued.push((k, v));
+                }
             }
         }
         self.dirty_bytes.set(bytes);
@@ -600,6 +616,7 @@ impl<'a> Shard<'a> {
         for b in open {
             let writes = std::mem::take(&mut *b.writes.borrow_mut());
             let ends = std::mem::take(&mut *b.ends.borrow_mut());
+            let later = std::mem::take(&mut *b.later.borrow_mut());
             let state = if writes.is_empty() {
                 // A barrier.
                 match self.engine.wal().barrier() {
@@ -610,7 +627,7 @@ impl<'a> Shard<'a> {
                     Err(e) => State::Done(Err(format!("the log could not be made durable: {e}"))),
                 }
             } else {
-                self.submit_writes(&b, &writes, &ends, notify)
+                self.submit_writes(&b, &writes, &ends, &later, notify)
             };
             *b.keys.borrow_mut() = writes.into_iter().map(|(k, _)| k).collect();
             // Never asked before now: `is_done` remembers a `true`.
@@ -627,6 +644,7 @@ impl<'a> Shard<'a> {
         b: &Batch<'a>,
         writes: &[Queued],
         ends: &[usize],
+        later: &[u32],
         notify: &Arc<dyn Notify>,
     ) -> State<'a> {
         // Commands' writes together, each submission one WAL group (so
@@ -644,7 +662,8 @@ impl<'a> Shard<'a> {
                 .map(|(k, v)| record_len(k.len(), v.as_ref().map_or(0, |v| v.len())))
                 .sum();
             if start > from && (bytes + cmd > max || end - from > CHUNK) {
-                result = self.submit_range(b.level, &writes[from..start], notify, &mut pendings);
+                result =
+                    self.submit_range(b.level, writes, (from, start), later, notify, &mut pendings);
                 if result.is_err() {
                     break;
                 }
@@ -654,7 +673,8 @@ impl<'a> Shard<'a> {
             start = end;
         }
         if result.is_ok() && from < writes.len() {
-            result = self.submit_range(b.level, &writes[from..], notify, &mut pendings);
+            let all = (from, writes.len());
+            result = self.submit_range(b.level, writes, all, later, notify, &mut pendings);
         }
         match result {
             Ok(()) => State::Submitted(pendings),
@@ -667,16 +687,24 @@ impl<'a> Shard<'a> {
         }
     }
 
+    /// Submits `writes[from..to]` as one WAL group, but those a later
+    /// write of the group replaces.
     fn submit_range(
         &self,
         level: Durability,
         writes: &[Queued],
+        (from, to): (usize, usize),
+        later: &[u32],
         notify: &Arc<dyn Notify>,
         pendings: &mut Vec<Pending<'a, AnyDevice>>,
     ) -> Result<(), String> {
-        let refs: Vec<(&[u8], Option<&[u8]>)> = writes
-            .iter()
-            .map(|(k, v)| (&**k, v.as_deref().map(Vec::as_slice)))
+        let replaced = |i: usize| later.get(i).is_some_and(|&l| (l as usize) < to);
+        let refs: Vec<(&[u8], Option<&[u8]>)> = (from..to)
+            .filter(|&i| !replaced(i))
+            .map(|i| {
+                let (k, v) = &writes[i];
+                (&**k, v.as_deref().map(Vec::as_slice))
+            })
             .collect();
         let p = self
             .engine

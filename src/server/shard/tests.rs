@@ -544,3 +544,51 @@ fn popping_what_a_scan_found_grows_its_range_and_a_scan_jumps_ranges_on_its_way(
     settle(&shard, &last);
     drain(&shard);
 }
+
+#[test]
+fn a_key_that_commands_of_one_submission_rewrite_is_logged_once() {
+    let engine = testing::any_engine();
+    let shard = Shard::new(&engine, 1 << 20);
+    let records = || engine.stats().wal.records;
+    let before = records();
+    // Three commands of one turn: the list's metadata is written by each,
+    // an element once by each.
+    let mut deps = Deps::default();
+    for i in 0..3 {
+        let writes = vec![put("meta", &i.to_string()), put(&format!("e{i}"), "x")];
+        shard.write(Durability::Sync, writes, &mut deps);
+    }
+    shard.submit(&notify());
+    settle(&shard, &deps);
+    drain(&shard);
+    // Four records: three elements and the last metadata.
+    assert_eq!(records() - before, 4);
+    assert_eq!(engine.get(b"meta").unwrap(), Some(b"2".to_vec()));
+    for i in 0..3 {
+        assert_eq!(
+            engine.get(format!("e{i}").as_bytes()).unwrap(),
+            Some(b"x".to_vec())
+        );
+    }
+
+    // Commands split into two submissions (WAL groups) at a command's
+    // end: each logs its own last write of the key, so a crash between
+    // them leaves the first group's commands whole.
+    let before = records();
+    let mut deps = Deps::default();
+    for i in 0..CHUNK + 1 {
+        shard.write(
+            Durability::Sync,
+            vec![put("hot", &i.to_string())],
+            &mut deps,
+        );
+    }
+    shard.submit(&notify());
+    settle(&shard, &deps);
+    drain(&shard);
+    assert_eq!(records() - before, 2);
+    assert_eq!(
+        engine.get(b"hot").unwrap(),
+        Some(CHUNK.to_string().into_bytes())
+    );
+}
