@@ -629,7 +629,14 @@ impl<'a> Shard<'a> {
             } else {
                 self.submit_writes(&b, &writes, &ends, &later, notify)
             };
-            *b.keys.borrow_mut() = writes.into_iter().map(|(k, _)| k).collect();
+            // A key written again later in the batch is listed once, at
+            // its last write: retirement takes it out of the dirty table once.
+            *b.keys.borrow_mut() = writes
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| later.get(*i).is_none_or(|&l| l == u32::MAX))
+                .map(|(_, (k, _))| k)
+                .collect();
             // Never asked before now: `is_done` remembers a `true`.
             debug_assert!(matches!(*b.state.borrow(), State::Open) && !b.done.get());
             *b.state.borrow_mut() = state;

@@ -42,6 +42,14 @@ fn drain(shard: &Shard<'_>) {
     }
 }
 
+/// Submits the turn's writes and retires them once `deps` and every
+/// other write of the turn are acknowledged.
+fn acknowledge(shard: &Shard<'_>, deps: &Deps<'_>) {
+    shard.submit(&notify());
+    settle(shard, deps);
+    drain(shard);
+}
+
 /// Keys `{prefix}00` up to `n`, each written to the engine with "v".
 fn written(engine: &Engine<AnyDevice>, prefix: &str, n: usize) -> Vec<String> {
     let keys: Vec<String> = (0..n).map(|i| format!("{prefix}{i:02}")).collect();
@@ -126,9 +134,7 @@ fn what_a_write_read_is_what_its_readers_wait_for() {
     let mut alone = Deps::default();
     shard.write(Durability::None, vec![put("n", "x")], &mut alone);
     assert!(alone.is_empty());
-    shard.submit(&notify());
-    settle(&shard, &reader);
-    drain(&shard);
+    acknowledge(&shard, &reader);
     assert_eq!(engine.get(b"c").unwrap(), Some(b"2".to_vec()));
 }
 
@@ -392,9 +398,7 @@ fn a_scan_skips_the_deletes_an_earlier_scan_passed_and_waits_for_them_still() {
     let mut w = Deps::default();
     shard.write(Durability::Sync, vec![put("q05", "back")], &mut w);
     assert_eq!(first(&shard, &mut Deps::default()).as_deref(), Some("q05"));
-    shard.submit(&notify());
-    settle(&shard, &w);
-    drain(&shard);
+    acknowledge(&shard, &w);
     // Once the deletes are acknowledged, skipping them waits for nothing.
     let mut c = Deps::default();
     assert_eq!(first(&shard, &mut c).as_deref(), Some("q05"));
@@ -412,9 +416,7 @@ fn a_scan_skips_the_deletes_an_earlier_scan_passed_and_waits_for_them_still() {
     let mut e = Deps::default();
     let got = shard.scan(b"q", None, 1, &mut e).unwrap();
     assert_eq!(got[0].0, b"q99");
-    shard.submit(&notify());
-    settle(&shard, &d);
-    drain(&shard);
+    acknowledge(&shard, &d);
 }
 
 #[test]
@@ -456,9 +458,7 @@ fn a_failed_write_no_reply_waited_for_is_an_error_to_read_not_the_value_before()
     // A write of it that is in ends the loss.
     let mut w = Deps::default();
     shard.write(Durability::Sync, vec![put("k", "new")], &mut w);
-    shard.submit(&notify());
-    settle(&shard, &w);
-    drain(&shard);
+    acknowledge(&shard, &w);
     assert_eq!(
         shard.get(b"k", &mut Deps::default()).unwrap(),
         Some(b"new".to_vec())
@@ -540,9 +540,7 @@ fn popping_what_a_scan_found_grows_its_range_and_a_scan_jumps_ranges_on_its_way(
     );
     let mut last = Deps::default();
     assert_eq!(first(&shard, "s05", &mut last).as_deref(), Some("s12"));
-    shard.submit(&notify());
-    settle(&shard, &last);
-    drain(&shard);
+    acknowledge(&shard, &last);
 }
 
 #[test]
@@ -558,9 +556,7 @@ fn a_key_that_commands_of_one_submission_rewrite_is_logged_once() {
         let writes = vec![put("meta", &i.to_string()), put(&format!("e{i}"), "x")];
         shard.write(Durability::Sync, writes, &mut deps);
     }
-    shard.submit(&notify());
-    settle(&shard, &deps);
-    drain(&shard);
+    acknowledge(&shard, &deps);
     // Four records: three elements and the last metadata.
     assert_eq!(records() - before, 4);
     assert_eq!(engine.get(b"meta").unwrap(), Some(b"2".to_vec()));
@@ -583,9 +579,7 @@ fn a_key_that_commands_of_one_submission_rewrite_is_logged_once() {
             &mut deps,
         );
     }
-    shard.submit(&notify());
-    settle(&shard, &deps);
-    drain(&shard);
+    acknowledge(&shard, &deps);
     assert_eq!(records() - before, 2);
     assert_eq!(
         engine.get(b"hot").unwrap(),
