@@ -249,6 +249,89 @@ fn set_commands_as_redis_answers_them() {
 }
 
 #[test]
+fn popping_a_large_set_one_member_at_a_time_hands_out_each_member_once() {
+    // Pops of a large set read members ahead (a run from a random point):
+    // one removed, moved or deleted meanwhile is never handed out, one
+    // added meanwhile is, and the set's count stays its members'.
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let mut model: std::collections::BTreeSet<String> =
+        (0..3000).map(|i| format!("m{i}")).collect();
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("big").arg(model.iter().collect::<Vec<_>>());
+    assert_eq!(cmd.query::<i64>(&mut c).unwrap(), 3000);
+    let mut popped = std::collections::BTreeSet::new();
+    let mut added = 0;
+    let mut round = 0;
+    while !model.is_empty() {
+        round += 1;
+        // Several pops in one request: the later ones see the earlier
+        // ones' deletes before they are in the engine.
+        let mut p = redis::pipe();
+        for _ in 0..5 {
+            p.cmd("SPOP").arg("big");
+        }
+        let got: Vec<Option<String>> = p.query(&mut c).unwrap();
+        for m in got.into_iter().flatten() {
+            assert!(model.remove(&m), "round {round}: {m} is not a member");
+            assert!(popped.insert(m.clone()), "round {round}: {m} popped twice");
+        }
+        // Take away half the set after the first pops: a run read ahead
+        // then holds members that are gone.
+        if round == 1 {
+            let gone: Vec<String> = model.iter().step_by(2).cloned().collect();
+            for m in &gone {
+                model.remove(m);
+            }
+            let mut cmd = redis::cmd("SREM");
+            cmd.arg("big").arg(&gone);
+            assert_eq!(cmd.query::<i64>(&mut c).unwrap(), gone.len() as i64);
+        }
+        if round % 3 == 0 {
+            let gone: Vec<String> = model.iter().take(4).cloned().collect();
+            for m in &gone {
+                model.remove(m);
+            }
+            let mut cmd = redis::cmd("SREM");
+            cmd.arg("big").arg(&gone);
+            assert_eq!(cmd.query::<i64>(&mut c).unwrap(), gone.len() as i64);
+            if let Some(m) = model.iter().nth(7).cloned() {
+                assert_eq!(q::<i64>(&mut c, &["SMOVE", "big", "other", &m]), 1);
+                model.remove(&m);
+            }
+        }
+        if round % 4 == 0 && added < 200 {
+            let m = format!("new{added}");
+            added += 1;
+            assert_eq!(q::<i64>(&mut c, &["SADD", "big", &m]), 1);
+            model.insert(m);
+        }
+        assert_eq!(q::<i64>(&mut c, &["SCARD", "big"]), model.len() as i64);
+    }
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "big"]), 0);
+    assert!(popped.iter().filter(|m| m.starts_with("new")).count() > 0);
+    // A set deleted and made again under the same name: what was read
+    // ahead of the old one is never handed out.
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("again")
+        .arg((0..2000).map(|i| format!("a{i}")).collect::<Vec<_>>());
+    cmd.query::<i64>(&mut c).unwrap();
+    let first: String = q(&mut c, &["SPOP", "again"]);
+    assert!(first.starts_with('a'));
+    q::<i64>(&mut c, &["DEL", "again"]);
+    let mut cmd = redis::cmd("SADD");
+    cmd.arg("again")
+        .arg((0..2000).map(|i| format!("b{i}")).collect::<Vec<_>>());
+    cmd.query::<i64>(&mut c).unwrap();
+    for _ in 0..50 {
+        let m: String = q(&mut c, &["SPOP", "again"]);
+        assert!(m.starts_with('b'), "{m} is from the deleted set");
+    }
+    assert_eq!(q::<i64>(&mut c, &["SCARD", "again"]), 1950);
+}
+
+#[test]
 fn sorted_set_commands_as_redis_answers_them() {
     let dir = tempdir();
     let s = Server::start(dir.path(), &Map::default());

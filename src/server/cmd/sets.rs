@@ -16,6 +16,7 @@ use crate::server::conn::Conn;
 use crate::server::keys::{self, MEMBER};
 use crate::server::meta::{Meta, Type};
 use crate::server::resp::Reply;
+use crate::server::shard::draws::RUN;
 
 /// Sets up to this size are read whole to pick members at random
 /// (uniformly); larger ones are sampled by seeking to random points.
@@ -245,6 +246,42 @@ impl<'a> Conn<'a> {
         Ok(out)
     }
 
+    /// One member of the large set `m`, picked at random for a pop: the
+    /// next of a run of members an earlier pop read ahead from a random
+    /// point, if one is still a member, or else the first of a new run
+    /// (see [`crate::server::shard::draws`]).
+    fn draw(&mut self, key: &[u8], m: &Meta) -> Res<Option<Vec<u8>>> {
+        loop {
+            let next = self.shard.draws().take(key, m.version);
+            let Some(mem) = next else { break };
+            if self.has_member(key, m, &mem)? {
+                return Ok(Some(mem));
+            }
+        }
+        let start = keys::sub(key, m.version, MEMBER, 0);
+        let end = keys::sub_end(key, m.version, MEMBER);
+        let mut from = start.clone();
+        from.extend_from_slice(&rand::rng().random::<[u8; 4]>());
+        let mut run = self.scan_ahead(&from, &end)?;
+        if run.is_empty() {
+            run = self.scan_ahead(&start, &end)?;
+        }
+        let mut run = run
+            .into_iter()
+            .map(|(k, _)| member_of(&k[start.len()..]).to_vec());
+        let first = run.next();
+        self.shard.draws().keep(key, m.version, run.collect());
+        Ok(first)
+    }
+
+    /// Up to [`RUN`] members' sub-keys from `from`, remembered so that
+    /// popping them in order leaves one empty range behind.
+    fn scan_ahead(&mut self, from: &[u8], end: &[u8]) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.shard
+            .scan_ahead(from, end, RUN, &mut self.deps)
+            .map_err(Reply::err)
+    }
+
     fn spop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {
         let key = &args[1];
         let count = match args.len() {
@@ -262,7 +299,10 @@ impl<'a> Conn<'a> {
         if want == 0 {
             return Ok(Reply::Array(vec![]));
         }
-        let got = self.pick(key, &m, want, false)?;
+        let got = match count {
+            None if m.count() > READ_WHOLE => self.draw(key, &m)?.into_iter().collect(),
+            _ => self.pick(key, &m, want, false)?,
+        };
         let mut writes = Vec::new();
         self.remove_members(key, &m, &got, &mut writes);
         self.write(writes);

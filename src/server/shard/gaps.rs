@@ -24,7 +24,7 @@
 //! on that too, as if it had passed the deletes (a reply never reveals a
 //! write a crash could lose).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
 use super::Deps;
@@ -52,12 +52,27 @@ struct Gap<'a> {
 pub struct Gaps<'a> {
     ranges: BTreeMap<Vec<u8>, Gap<'a>>,
     bytes: usize,
-    /// The last bounded scan that found a live key: where it started,
-    /// the key, and what the emptiness before the key depends on. Until a
-    /// live write, deleting that key (SPOP's pick, ZPOPMIN's first)
-    /// makes the whole of it a range ([`Gaps::deleted`]), so the next
-    /// scan from there does not pass the delete again.
-    found: Option<(Vec<u8>, Vec<u8>, Deps<'a>)>,
+    /// The last bounded scan that found live keys ([`Found`]): deleting
+    /// the first of them (SPOP's pick, ZPOPMIN's first) makes the whole
+    /// of the scan up to it a range ([`Gaps::deleted`]), so the next scan
+    /// from there does not pass the delete again.
+    found: Option<Found<'a>>,
+}
+
+/// What a bounded scan found: where it started, the first live keys it
+/// found, in order (with nothing live between them), and what the
+/// emptiness of the ranges between them depends on. Deleting the first
+/// key makes the range up to it empty and the next key the first; a
+/// live write into the span forgets it.
+struct Found<'a> {
+    from: Vec<u8>,
+    keys: VecDeque<Vec<u8>>,
+    deps: Deps<'a>,
+    /// Where the range known empty from `from` ends, once the first key
+    /// was deleted: it becomes a range when no key is left to pop or the
+    /// scan is forgotten (one search of the ranges per run of pops, not
+    /// one per pop).
+    upto: Option<Vec<u8>>,
 }
 
 fn cost(start: &[u8], end: &[u8]) -> usize {
@@ -99,27 +114,52 @@ impl<'a> Gaps<'a> {
             .map(|(s, _)| s.as_slice())
     }
 
-    /// A bounded scan from `from` found `key` as its first live key, with
-    /// nothing live before it given `deps`.
-    pub fn found(&mut self, from: &[u8], key: &[u8], deps: &Deps<'a>) {
-        self.found = Some((from.to_vec(), key.to_vec(), deps.unsettled()));
+    /// A bounded scan from `from` found `keys` as its first live keys, in
+    /// order, with nothing live before or between them given `deps`.
+    pub fn found(&mut self, from: &[u8], keys: VecDeque<Vec<u8>>, deps: &Deps<'a>) {
+        self.forget_found();
+        self.found = (!keys.is_empty()).then(|| Found {
+            from: from.to_vec(),
+            keys,
+            deps: deps.unsettled(),
+            upto: None,
+        });
     }
 
-    /// `key` was deleted by a write that `deps` stands for: if it is what
-    /// the last scan found, nothing is live from that scan's start to the
-    /// key, the key included.
-    pub fn deleted(&mut self, key: &[u8], deps: &Deps<'a>) {
-        if self
-            .found
-            .as_ref()
-            .is_none_or(|(_, k, _)| k.as_slice() != key)
+    /// Lets go of what the last scan found, learning the range its pops
+    /// emptied.
+    fn forget_found(&mut self) {
+        if let Some(Found {
+            from,
+            upto: Some(upto),
+            deps,
+            ..
+        }) = self.found.take()
         {
+            self.learn(&from, &upto, &deps);
+        }
+    }
+
+    /// `key` was deleted by a write that `deps` stands for: if it is the
+    /// first key the last scan found, nothing is live from that scan's
+    /// start to the key, the key included, and a pop of the next one
+    /// grows the range again (SPOP's run of members read ahead); if it is
+    /// another, nothing is live between the keys around it.
+    pub fn deleted(&mut self, key: &[u8], deps: &Deps<'a>) {
+        let Some(f) = &mut self.found else { return };
+        let Some(at) = f.keys.iter().position(|k| k.as_slice() == key) else {
+            return;
+        };
+        f.deps.merge(deps);
+        let mut end = f.keys.remove(at).expect("found");
+        if at > 0 {
             return;
         }
-        let (from, mut end, mut why) = self.found.take().expect("checked");
-        why.merge(deps);
         end.push(0);
-        self.learn(&from, &end, &why);
+        f.upto = Some(end);
+        if f.keys.is_empty() {
+            self.forget_found();
+        }
     }
 
     /// No live key is in `[from, to)`, given `deps`.
@@ -187,7 +227,13 @@ impl<'a> Gaps<'a> {
     /// `key` was written a live value: the range that held it no longer
     /// holds it.
     pub fn written(&mut self, key: &[u8]) {
-        self.found = None;
+        // A write out of the span of what the last scan found (a pop's
+        // update of its collection's metadata) leaves it as it was.
+        if self.found.as_ref().is_some_and(|f| {
+            f.from.as_slice() <= key && f.keys.back().is_some_and(|last| key <= last.as_slice())
+        }) {
+            self.forget_found();
+        }
         if self.ranges.is_empty() {
             return;
         }
@@ -309,7 +355,7 @@ mod tests {
         g.learn(b"b", b"d", &none);
         // A scan from the range's end found "f"; deleting another key
         // changes nothing, deleting "f" makes [d, f] empty.
-        g.found(b"d", b"f", &none);
+        g.found(b"d", [b"f".to_vec()].into(), &none);
         g.deleted(b"e", &none);
         assert_eq!(ranges(&g), pairs(&[("b", "d")]));
         g.deleted(b"f", &none);
@@ -318,10 +364,45 @@ mod tests {
         assert_eq!(g.next_start(b"b"), None);
         // Once only, and a live write in between forgets the scan.
         g.deleted(b"f", &none);
-        g.found(b"f\0", b"h", &none);
+        g.found(b"f\0", [b"h".to_vec()].into(), &none);
         g.written(b"g");
         g.deleted(b"h", &none);
         assert_eq!(ranges(&g), pairs(&[("b", "f\0")]));
+    }
+
+    #[test]
+    fn popping_a_run_of_found_keys_in_order_grows_one_range() {
+        let mut g = Gaps::default();
+        let none = Deps::default();
+        let keys = |k: &[&str]| k.iter().map(|k| k.as_bytes().to_vec()).collect();
+        g.found(b"c", keys(&["d", "f", "h", "k"]), &none);
+        // A write out of the span (a set's metadata) keeps the run.
+        g.written(b"a");
+        g.written(b"m");
+        g.deleted(b"d", &none);
+        // A key of the run deleted out of order (SREM) is not live
+        // either: the range grows over it once the keys before it go.
+        g.deleted(b"h", &none);
+        g.deleted(b"f", &none);
+        // The range is learned once, when the run is used up.
+        assert_eq!(ranges(&g), pairs(&[]));
+        g.deleted(b"k", &none);
+        assert_eq!(ranges(&g), pairs(&[("c", "k\0")]));
+        // A live write inside the span learns what the pops emptied and
+        // forgets the rest of the run.
+        g.found(b"k\0", keys(&["n", "q"]), &none);
+        g.deleted(b"n", &none);
+        g.written(b"l");
+        g.deleted(b"q", &none);
+        assert_eq!(ranges(&g), pairs(&[("c", "l"), ("l\0", "n\0")]));
+        // So does the next scan's.
+        g.found(b"r", keys(&["s", "t"]), &none);
+        g.deleted(b"s", &none);
+        g.found(b"x", keys(&["y"]), &none);
+        assert_eq!(
+            ranges(&g),
+            pairs(&[("c", "l"), ("l\0", "n\0"), ("r", "s\0")])
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use access::AccessClock;
 use blocking::Blocking;
 use busy::Busy;
 use dirty::DirtyTable;
+use draws::Draws;
 use gaps::Gaps;
 use pubsub::PubSub;
 use rows::Rows;
@@ -245,6 +246,8 @@ pub struct Shard<'a> {
     lost: RefCell<BTreeMap<Vec<u8>, String>>,
     /// Ranges of keys known to hold no live key, for scans to skip.
     gaps: RefCell<Gaps<'a>>,
+    /// Members of large sets SPOP found ahead of its next pops.
+    draws: RefCell<Draws>,
     /// Batches of the turn under way, in order.
     open: RefCell<Vec<Rc<Batch<'a>>>>,
     /// Submitted batches whose keys are still dirty.
@@ -301,6 +304,7 @@ impl<'a> Shard<'a> {
             dirty: RefCell::new(DirtyTable::default()),
             lost: RefCell::default(),
             gaps: RefCell::default(),
+            draws: RefCell::default(),
             open: RefCell::new(Vec::new()),
             flight: RefCell::new(VecDeque::new()),
             next_seq: std::cell::Cell::new(0),
@@ -318,6 +322,11 @@ impl<'a> Shard<'a> {
             sockets: RefCell::default(),
             notify: RefCell::new(None),
         }
+    }
+
+    /// Members of large sets found ahead of their next pops (SPOP).
+    pub fn draws(&self) -> std::cell::RefMut<'_, Draws> {
+        self.draws.borrow_mut()
     }
 
     /// The connections a script past busy-reply-threshold answers `BUSY`.
@@ -827,6 +836,7 @@ pub mod busy;
 #[cfg(test)]
 pub(crate) mod crash_tests;
 mod dirty;
+pub mod draws;
 mod gaps;
 #[cfg(test)]
 mod prefix_tests;

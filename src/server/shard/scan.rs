@@ -19,6 +19,30 @@ impl<'a> Shard<'a> {
         limit: usize,
         deps: &mut Deps<'a>,
     ) -> Result<Found, EngineError> {
+        self.scan_with(start, end, limit, deps, false)
+    }
+
+    /// [`Shard::scan`] of a bounded range for a run of pops: every key
+    /// found is remembered, so that deleting them in order grows one
+    /// empty range over them (see [`super::gaps::Gaps::deleted`]).
+    pub fn scan_ahead(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        deps: &mut Deps<'a>,
+    ) -> Result<Found, EngineError> {
+        self.scan_with(start, Some(end), limit, deps, true)
+    }
+
+    fn scan_with(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        deps: &mut Deps<'a>,
+        ahead: bool,
+    ) -> Result<Found, EngineError> {
         if let Some(e) = self.lost_in(start, end) {
             return Err(e);
         }
@@ -31,6 +55,9 @@ impl<'a> Shard<'a> {
         let mut jumped = false;
         let mut started_in_range = false;
         let mut lead = Deps::default();
+        // What the emptiness between the keys found depends on (for a
+        // scan ahead): every delete and range passed.
+        let mut span = Deps::default();
         'steps: while out.len() < limit {
             // Only bounded scans use and learn empty ranges (see `gaps`):
             // one that holds `from` is jumped, and the engine's scan stops
@@ -40,6 +67,9 @@ impl<'a> Shard<'a> {
                 let mut gaps = self.gaps.borrow_mut();
                 if let Some((to, why)) = gaps.skip(&from) {
                     deps.merge(&why);
+                    if ahead {
+                        span.merge(&why);
+                    }
                     if out.is_empty() {
                         lead.merge(&why);
                         jumped |= skipped_to.is_some();
@@ -93,7 +123,11 @@ impl<'a> Shard<'a> {
                         None if out.is_empty() => {
                             passed += 1;
                             lead.merge(&d.deps);
+                            if ahead {
+                                span.merge(&d.deps);
+                            }
                         }
+                        None if ahead => span.merge(&d.deps),
                         None => {}
                     }
                 } else {
@@ -122,8 +156,12 @@ impl<'a> Shard<'a> {
             // would make a range of little more than the key it found,
             // once that is deleted: tens of thousands of them over a
             // set's first pops, each making every scan's searches longer.
-            if let Some(first) = first.filter(|_| passed >= LEARN_AFTER || started_in_range) {
-                gaps.found(&skipped_to, first, &lead);
+            if ahead {
+                let keys = out.iter().map(|(k, _)| k.clone()).collect();
+                gaps.found(&skipped_to, keys, &span);
+            } else if let Some(first) = first.filter(|_| passed >= LEARN_AFTER || started_in_range)
+            {
+                gaps.found(&skipped_to, [first.to_vec()].into(), &lead);
             }
         }
         Ok(out)

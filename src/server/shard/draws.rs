@@ -1,0 +1,121 @@
+//! Members of large sets that SPOP found ahead of its next pops.
+//!
+//! A pop of one member from a large set seeks to a random point of the
+//! set's hash order: a descent of the memstore's B-tree and of each block
+//! file, most of a pop's cost. So a seek reads a short run of members
+//! from that point instead of one, and the pops that follow take the
+//! rest of the run, each checked by a point read of its sub-key (another
+//! command may have removed it meanwhile; a member added meanwhile is
+//! found by a later seek). Members sit in hash order, so a run of them is
+//! as random as the point it starts from.
+//!
+//! A run is kept under the set's key and version: a set deleted and made
+//! again has a new version, and its old run is dropped when next asked.
+//! What is kept is bounded: past [`MAX_SETS`] sets the oldest runs go.
+
+use std::collections::{HashMap, VecDeque};
+
+/// Members a seek reads for the pops that follow.
+pub const RUN: usize = 16;
+
+/// Sets whose runs are kept at most.
+const MAX_SETS: usize = 64;
+
+struct Run {
+    version: u64,
+    /// Members not yet handed out, the next one last.
+    members: Vec<Vec<u8>>,
+}
+
+/// Runs of members found ahead, by set.
+#[derive(Default)]
+pub struct Draws {
+    runs: HashMap<Vec<u8>, Run>,
+    /// Keys in the order their runs were kept, for the bound.
+    order: VecDeque<Vec<u8>>,
+}
+
+impl Draws {
+    /// The next member found ahead for set `key` at `version`, if any:
+    /// it may have been removed since (the caller checks).
+    pub fn take(&mut self, key: &[u8], version: u64) -> Option<Vec<u8>> {
+        let run = self.runs.get_mut(key)?;
+        if run.version != version {
+            self.runs.remove(key);
+            return None;
+        }
+        let next = run.members.pop();
+        if run.members.is_empty() {
+            self.runs.remove(key);
+        }
+        next
+    }
+
+    /// Keeps `members` (in hash order) for the next pops of set `key` at
+    /// `version`, in place of what was kept for it.
+    pub fn keep(&mut self, key: &[u8], version: u64, mut members: Vec<Vec<u8>>) {
+        if members.is_empty() {
+            self.runs.remove(key);
+            return;
+        }
+        members.reverse();
+        let run = Run { version, members };
+        if self.runs.insert(key.to_vec(), run).is_some() {
+            return;
+        }
+        self.order.push_back(key.to_vec());
+        while self.runs.len() > MAX_SETS || self.order.len() > 2 * MAX_SETS {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            // A key may be listed again after its run went and came back:
+            // only a key no later entry lists is dropped.
+            if !self.order.contains(&old) {
+                self.runs.remove(&old);
+            }
+        }
+    }
+
+    /// Sets with a run kept.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(names: &[&str]) -> Vec<Vec<u8>> {
+        names.iter().map(|n| n.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn a_run_is_handed_out_in_order_for_its_version_only() {
+        let mut d = Draws::default();
+        d.keep(b"s", 7, members(&["a", "b", "c"]));
+        assert_eq!(d.take(b"s", 7), Some(b"a".to_vec()));
+        assert_eq!(d.take(b"t", 7), None);
+        // The set was made again: its old run is gone.
+        assert_eq!(d.take(b"s", 8), None);
+        assert_eq!(d.take(b"s", 7), None);
+        d.keep(b"s", 8, members(&["x"]));
+        assert_eq!(d.take(b"s", 8), Some(b"x".to_vec()));
+        assert_eq!(d.len(), 0, "a run used up is dropped");
+    }
+
+    #[test]
+    fn runs_of_many_sets_are_bounded() {
+        let mut d = Draws::default();
+        for i in 0..10 * MAX_SETS {
+            d.keep(format!("s{i}").as_bytes(), 1, members(&["a", "b"]));
+            // One set popped over and over keeps its run.
+            d.keep(b"hot", 1, members(&["a", "b"]));
+        }
+        assert!(d.len() <= MAX_SETS, "{} runs", d.len());
+        assert!(d.order.len() <= 2 * MAX_SETS + 1);
+        let last = format!("s{}", 10 * MAX_SETS - 1);
+        assert_eq!(d.take(last.as_bytes(), 1), Some(b"a".to_vec()));
+    }
+}
