@@ -544,6 +544,71 @@ fn popping_what_a_scan_found_grows_its_range_and_a_scan_jumps_ranges_on_its_way(
 }
 
 #[test]
+fn popping_a_run_scanned_ahead_in_order_leaves_one_range_that_waits_for_the_pops() {
+    let engine = testing::any_engine();
+    let keys = written(&engine, "s", 40);
+    let shard = Shard::new(&engine, 1 << 20);
+    // A delete before the run, not yet acknowledged: the run's range
+    // depends on it as well.
+    let mut early = Deps::default();
+    shard.write(Durability::Sync, vec![(b"s10".to_vec(), None)], &mut early);
+    let run = shard
+        .scan_ahead(b"s10", b"t", 4, &mut Deps::default())
+        .unwrap();
+    let run: Vec<String> = run
+        .into_iter()
+        .map(|(k, _)| String::from_utf8(k).unwrap())
+        .collect();
+    assert_eq!(run, ["s11", "s12", "s13", "s14"]);
+    // The pops in order, each with its set's metadata (a write out of the
+    // run's span): nothing is learned until the run is used up.
+    let mut pops = Vec::new();
+    for k in &run {
+        let mut d = Deps::default();
+        shard.write(
+            Durability::Sync,
+            vec![(k.as_bytes().to_vec(), None), put("meta", k)],
+            &mut d,
+        );
+        pops.push(d);
+        let used_up = k == "s14";
+        assert_eq!(shard.gaps.borrow().len(), usize::from(used_up), "after {k}");
+    }
+    let end = shard.gaps.borrow_mut().skip(b"s10").map(|s| s.0);
+    assert_eq!(end, Some(b"s14\0".to_vec()));
+    // A scan from inside the range starts past it, and waits for the
+    // pops and the delete before them: it read that they are gone.
+    let mut after = Deps::default();
+    let got = shard.scan(b"s12", Some(b"t"), 1, &mut after).unwrap();
+    assert_eq!(got[0].0, keys[15].as_bytes());
+    let synced = after.synced.clone().expect("waits for the pops");
+    for d in pops.iter().chain([&early]) {
+        assert!(Rc::ptr_eq(&synced, d.synced.as_ref().unwrap()));
+    }
+    acknowledge(&shard, &after);
+    // A live write into a run's span forgets the rest of it: the range
+    // covers only what was popped.
+    let run = shard
+        .scan_ahead(b"s20", b"t", 3, &mut Deps::default())
+        .unwrap();
+    assert_eq!(run[0].0, b"s20");
+    let mut d = Deps::default();
+    shard.write(Durability::Sync, vec![(b"s20".to_vec(), None)], &mut d);
+    shard.write(Durability::Sync, vec![put("s21x", "new")], &mut d);
+    shard.write(Durability::Sync, vec![(b"s21".to_vec(), None)], &mut d);
+    shard.write(Durability::Sync, vec![(b"s22".to_vec(), None)], &mut d);
+    assert_eq!(
+        shard.gaps.borrow_mut().skip(b"s20").map(|s| s.0),
+        Some(b"s20\0".to_vec())
+    );
+    let got = shard
+        .scan(b"s20", Some(b"t"), 1, &mut Deps::default())
+        .unwrap();
+    assert_eq!(got[0].0, b"s21x");
+    acknowledge(&shard, &d);
+}
+
+#[test]
 fn a_key_that_commands_of_one_submission_rewrite_is_logged_once() {
     let engine = testing::any_engine();
     let shard = Shard::new(&engine, 1 << 20);
