@@ -1,6 +1,8 @@
 //! Lists, sets and sorted sets through a client, with Redis's replies and
 //! errors, and their metadata agreeing with their elements.
 
+use std::collections::BTreeSet;
+
 use redis::Value;
 
 use crate::harness::{tempdir, Map, Server};
@@ -256,12 +258,11 @@ fn popping_a_large_set_one_member_at_a_time_hands_out_each_member_once() {
     let dir = tempdir();
     let s = Server::start(dir.path(), &Map::default());
     let mut c = s.client();
-    let mut model: std::collections::BTreeSet<String> =
-        (0..3000).map(|i| format!("m{i}")).collect();
+    let mut model: BTreeSet<String> = (0..3000).map(|i| format!("m{i}")).collect();
     let mut cmd = redis::cmd("SADD");
     cmd.arg("big").arg(model.iter().collect::<Vec<_>>());
     assert_eq!(cmd.query::<i64>(&mut c).unwrap(), 3000);
-    let mut popped = std::collections::BTreeSet::new();
+    let mut popped = BTreeSet::new();
     let mut added = 0;
     let mut round = 0;
     while !model.is_empty() {
@@ -277,25 +278,24 @@ fn popping_a_large_set_one_member_at_a_time_hands_out_each_member_once() {
             assert!(model.remove(&m), "round {round}: {m} is not a member");
             assert!(popped.insert(m.clone()), "round {round}: {m} popped twice");
         }
+        let remove =
+            |c: &mut redis::Connection, model: &mut BTreeSet<String>, gone: Vec<String>| {
+                for m in &gone {
+                    model.remove(m);
+                }
+                let mut cmd = redis::cmd("SREM");
+                cmd.arg("big").arg(&gone);
+                assert_eq!(cmd.query::<i64>(c).unwrap(), gone.len() as i64);
+            };
         // Take away half the set after the first pops: a run read ahead
         // then holds members that are gone.
         if round == 1 {
-            let gone: Vec<String> = model.iter().step_by(2).cloned().collect();
-            for m in &gone {
-                model.remove(m);
-            }
-            let mut cmd = redis::cmd("SREM");
-            cmd.arg("big").arg(&gone);
-            assert_eq!(cmd.query::<i64>(&mut c).unwrap(), gone.len() as i64);
+            let gone = model.iter().step_by(2).cloned().collect();
+            remove(&mut c, &mut model, gone);
         }
         if round % 3 == 0 {
-            let gone: Vec<String> = model.iter().take(4).cloned().collect();
-            for m in &gone {
-                model.remove(m);
-            }
-            let mut cmd = redis::cmd("SREM");
-            cmd.arg("big").arg(&gone);
-            assert_eq!(cmd.query::<i64>(&mut c).unwrap(), gone.len() as i64);
+            let gone = model.iter().take(4).cloned().collect();
+            remove(&mut c, &mut model, gone);
             if let Some(m) = model.iter().nth(7).cloned() {
                 assert_eq!(q::<i64>(&mut c, &["SMOVE", "big", "other", &m]), 1);
                 model.remove(&m);
