@@ -2,13 +2,13 @@
 //! `OK` about is there after the restart, with its value, and nothing that
 //! was never sent appears; no expired key comes back, and every
 //! collection's count agrees with its elements (both orders of a sorted
-//! set).
+//! set), and a member a set's SPOP handed out is gone, once.
 //!
 //! Five rounds on one folder: each starts the server on what the rounds
 //! before left (checking all of it), runs four writers, and kills the
 //! server after a seeded random 100-800 ms. `STRIA_SEED=n` replays a run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -53,6 +53,8 @@ struct Log {
     overwrites: BTreeMap<String, (Option<i64>, i64)>,
     /// How long the first acknowledgement took.
     first_ack: Option<Duration>,
+    /// The members a SetPop writer's acknowledged pops returned.
+    popped: Vec<String>,
 }
 
 /// What a writer does in a round.
@@ -78,7 +80,13 @@ enum Kind {
     /// SET of new keys, every other one with PX 50 (gone once the server
     /// is back), the rest with EX 100000.
     Expiring,
+    /// SPOP, one member at a time, from a set of [`POP_SET`] members
+    /// (large enough that pops read members ahead).
+    SetPop,
 }
+
+/// Members of a SetPop writer's set before it pops.
+const POP_SET: usize = 5000;
 
 fn kinds(round: u32) -> [Kind; WRITERS as usize] {
     match round % 3 {
@@ -89,7 +97,7 @@ fn kinds(round: u32) -> [Kind; WRITERS as usize] {
             Kind::ListPush,
         ],
         1 => [Kind::Counter, Kind::HashFields, Kind::SetAdd, Kind::ZAdd],
-        _ => [Kind::Plain, Kind::Expiring, Kind::ListPush, Kind::ZAdd],
+        _ => [Kind::Plain, Kind::Expiring, Kind::ListPush, Kind::SetPop],
     }
 }
 
@@ -178,6 +186,25 @@ fn write(c: &mut Connection, round: u32, w: u32, kind: Kind, acks: &AtomicUsize)
                     cmd.arg(collection(round, w));
                 }
                 cmd.arg(field(i)).query::<i64>(c).is_ok()
+            }
+            Kind::SetPop => {
+                log.attempted += 1;
+                match redis::cmd("SPOP")
+                    .arg(collection(round, w))
+                    .query::<Option<String>>(c)
+                {
+                    Ok(Some(m)) => {
+                        assert!(!log.popped.contains(&m), "{m} popped twice");
+                        log.popped.push(m);
+                        true
+                    }
+                    // Popped empty: nothing more to do.
+                    Ok(None) => {
+                        log.attempted -= 1;
+                        break;
+                    }
+                    Err(_) => false,
+                }
             }
             Kind::Expiring => {
                 let k = key(round, w, log.attempted);
@@ -364,6 +391,32 @@ fn check(c: &mut Connection, logs: &[(u32, Vec<(Kind, Log)>)], seed: u64) {
                         log.attempted
                     );
                 }
+                Kind::SetPop => {
+                    let name = collection(round, w);
+                    let count: usize = redis::cmd("SCARD").arg(&name).query(c).unwrap();
+                    let members: Vec<String> = redis::cmd("SMEMBERS").arg(&name).query(c).unwrap();
+                    assert_eq!(count, members.len(), "{}: SCARD and SMEMBERS", ctx(w));
+                    let mut left: BTreeSet<String> = (0..POP_SET).map(field).collect();
+                    for m in &members {
+                        assert!(left.remove(m), "{}: {m} is back or was never added", ctx(w));
+                    }
+                    for m in &log.popped {
+                        assert!(
+                            left.remove(m),
+                            "{}: {m} acknowledged popped, still there",
+                            ctx(w)
+                        );
+                    }
+                    // What neither holds: the pop on its way at the kill.
+                    assert!(
+                        left.len() <= log.attempted - log.acked,
+                        "{}: {} members lost ({} pops acknowledged, {} sent)",
+                        ctx(w),
+                        left.len(),
+                        log.acked,
+                        log.attempted
+                    );
+                }
                 Kind::Counter => {
                     let v: Option<usize> =
                         redis::cmd("GET").arg(key(round, w, 0)).query(c).unwrap();
@@ -434,6 +487,15 @@ fn write_then_kill(s: Server, round: u32, rng: &mut ChaCha8Rng) -> Vec<(Kind, Lo
     for (w, kind) in kinds(round).into_iter().enumerate() {
         let (tx, acks) = (tx.clone(), acks.clone());
         let mut c = s.client();
+        if kind == Kind::SetPop {
+            // The set to pop from, durable before the clock starts.
+            let added: usize = redis::cmd("SADD")
+                .arg(collection(round, w as u32))
+                .arg((0..POP_SET).map(field).collect::<Vec<_>>())
+                .query(&mut c)
+                .unwrap();
+            assert_eq!(added, POP_SET);
+        }
         std::thread::spawn(move || {
             let log = write(&mut c, round, w as u32, kind, &acks);
             let _ = tx.send((w, kind, log));
