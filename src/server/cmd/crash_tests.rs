@@ -1,12 +1,14 @@
 //! Typed keys through a crash, on simulated devices: a model client runs
 //! commands (RPUSH, SADD and ZADD of numbered elements, SET with a short
-//! or a long expiry) on a shard over the real engine, each reply "sent"
-//! only once what it depends on is acknowledged; the power is cut (or the
-//! process dies) at a random moment and the engine reopens on what the
-//! devices kept. Then every collection holds a prefix of what was sent,
-//! at least every element a sent reply acknowledged, its count agrees
-//! with its elements (both orders of a sorted set), no key with a short
-//! expiry is back, and every acknowledged long-lived key is.
+//! or a long expiry, SPOP of a large set) on a shard over the real
+//! engine, each reply "sent" only once what it depends on is
+//! acknowledged; the power is cut (or the process dies) at a random
+//! moment and the engine reopens on what the devices kept. Then every
+//! collection holds a prefix of what was sent, at least every element a
+//! sent reply acknowledged, its count agrees with its elements (both
+//! orders of a sorted set), no key with a short expiry is back, every
+//! acknowledged long-lived key is, and the large set lacks exactly the
+//! members of a prefix of its pops, every sent one included.
 //!
 //! 100 seeds of each crash; `STRIA_SEED=n` replays one.
 
@@ -31,11 +33,18 @@ enum Op {
     Push(usize, usize),
     /// Long-lived key `i`.
     Long(usize),
+    /// Pop `i` of the large set.
+    Pop(usize),
     /// Anything else (short-lived keys).
     Other,
 }
 
 const NAMES: [&str; 3] = ["list", "set", "zset"];
+
+/// The large set the model pops from, and its members before the pops:
+/// more than SPOP reads whole, so its pops read runs of members ahead.
+const POOL: &str = "pool";
+const POOL_SIZE: usize = 1500;
 
 fn elem(i: usize) -> String {
     format!("e{i:05}")
@@ -69,13 +78,29 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
     let mut acked = [0usize; 3];
     let mut long_acked = Vec::new();
     let mut longs = 0;
+    let mut popped: Vec<String> = Vec::new();
+    let mut pops_acked = 0;
     let devs2: EngineDevices<SimDevice>;
     {
         let shared = shared_on(&devs)?;
         let (shard, mut conn) = conn_on(&shared, 1);
+        // The set to pop from, acknowledged before the crash can come.
+        let mut fill = vec!["SADD".to_string(), POOL.to_string()];
+        fill.extend((0..POOL_SIZE).map(elem));
+        let (reply, deps) = run_command(&mut conn, &fill);
+        if int(reply) != POOL_SIZE as i64 {
+            return Err(format!("seed {seed}: the pool was not made"));
+        }
+        shard.submit(&notify);
+        while !deps.ready() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(deps);
+        shard.retire();
         let mut waiting: Vec<(Op, Deps<'_>)> = Vec::new();
         for _ in 0..rng.random_range(1..600) {
-            let (args, op) = match rng.random_range(0..5) {
+            let (args, op) = match rng.random_range(0..6) {
+                5 => (vec!["SPOP".into(), POOL.into()], Op::Pop(popped.len())),
                 c @ 0..=2 => {
                     let i = sent[c];
                     sent[c] += 1;
@@ -109,6 +134,12 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
             if reply.is_error() {
                 return Err(format!("seed {seed}: {args:?} failed: {reply:?}"));
             }
+            if let Op::Pop(_) = op {
+                match reply {
+                    Reply::Bulk(m) => popped.push(String::from_utf8(m).unwrap()),
+                    other => return Err(format!("seed {seed}: SPOP answered {other:?}")),
+                }
+            }
             waiting.push((op, deps));
             if rng.random_range(0..5) == 0 {
                 shard.submit(&notify);
@@ -125,6 +156,7 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
                 match op {
                     Op::Push(c, i) => acked[c] = acked[c].max(i + 1),
                     Op::Long(i) => long_acked.push(i),
+                    Op::Pop(i) => pops_acked = pops_acked.max(i + 1),
                     Op::Other => {}
                 }
             }
@@ -190,6 +222,27 @@ fn run(seed: u64, crash: Crash) -> Result<(), String> {
                 sent[c]
             ));
         }
+    }
+    // The pool lacks what a prefix of the pops took, every sent one
+    // included, and nothing else; its count agrees.
+    let pool = strings(q(&["SMEMBERS", POOL]));
+    let count = int(q(&["SCARD", POOL]));
+    let mut gone: Vec<String> = (0..POOL_SIZE).map(elem).collect();
+    gone.retain(|m| !pool.contains(m));
+    let mut took = popped[..gone.len().min(popped.len())].to_vec();
+    took.sort();
+    if count != pool.len() as i64
+        || gone.len() < pops_acked
+        || gone.len() > popped.len()
+        || took != gone
+    {
+        return Err(format!(
+            "{ctx}: the pool holds {} (counts {count}); {} of {} pops acknowledged, and it lacks {gone:?}, not the first pops {:?}",
+            pool.len(),
+            pops_acked,
+            popped.len(),
+            &popped[..gone.len().min(popped.len())]
+        ));
     }
     let keys = strings(q(&["KEYS", "short*"]));
     if !keys.is_empty() {
