@@ -275,7 +275,7 @@ impl<'a> Conn<'a> {
     }
 
     /// Up to [`RUN`] members' sub-keys from `from`, remembered so that
-    /// popping them in order leaves one empty range behind.
+    /// popping them, in any order, leaves one empty range behind.
     fn scan_ahead(&mut self, from: &[u8], end: &[u8]) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
         self.shard
             .scan_ahead(from, end, RUN, &mut self.deps)

@@ -7,13 +7,16 @@
 //! rest of the run, each checked by a point read of its sub-key (another
 //! command may have removed it meanwhile; a member added meanwhile is
 //! found by a later seek). Members sit in hash order, so a run of them is
-//! as random as the point it starts from.
+//! as random as the point it starts from; its members go out in a random
+//! order.
 //!
 //! A run is kept under the set's key and version: a set deleted and made
 //! again has a new version, and its old run is dropped when next asked.
 //! What is kept is bounded: past [`MAX_SETS`] sets the oldest runs go.
 
 use std::collections::{HashMap, VecDeque};
+
+use rand::seq::SliceRandom;
 
 /// Members a seek reads for the pops that follow.
 pub const RUN: usize = 16;
@@ -51,14 +54,16 @@ impl Draws {
         next
     }
 
-    /// Keeps `members` (in hash order) for the next pops of set `key` at
-    /// `version`, in place of what was kept for it.
+    /// Keeps `members` for the next pops of set `key` at `version`, in
+    /// place of what was kept for it, to be handed out in a random order
+    /// (the run is neighbours in hash order; the order within it need
+    /// not be).
     pub fn keep(&mut self, key: &[u8], version: u64, mut members: Vec<Vec<u8>>) {
         if members.is_empty() {
             self.runs.remove(key);
             return;
         }
-        members.reverse();
+        members.shuffle(&mut rand::rng());
         let run = Run { version, members };
         if self.runs.insert(key.to_vec(), run).is_some() {
             return;
@@ -92,10 +97,11 @@ mod tests {
     }
 
     #[test]
-    fn a_run_is_handed_out_in_order_for_its_version_only() {
+    fn a_run_is_handed_out_for_its_version_only() {
         let mut d = Draws::default();
         d.keep(b"s", 7, members(&["a", "b", "c"]));
-        assert_eq!(d.take(b"s", 7), Some(b"a".to_vec()));
+        let first = d.take(b"s", 7).expect("a member of the run");
+        assert!(members(&["a", "b", "c"]).contains(&first));
         assert_eq!(d.take(b"t", 7), None);
         // The set was made again: its old run is gone.
         assert_eq!(d.take(b"s", 8), None);
@@ -116,6 +122,6 @@ mod tests {
         assert!(d.len() <= MAX_SETS, "{} runs", d.len());
         assert!(d.order.len() <= 2 * MAX_SETS + 1);
         let last = format!("s{}", 10 * MAX_SETS - 1);
-        assert_eq!(d.take(last.as_bytes(), 1), Some(b"a".to_vec()));
+        assert!(d.take(last.as_bytes(), 1).is_some());
     }
 }

@@ -62,11 +62,14 @@ pub struct Gaps<'a> {
 /// What a bounded scan found: where it started, the first live keys it
 /// found, in order (with nothing live between them), and what the
 /// emptiness of the ranges between them depends on. Deleting the first
-/// key makes the range up to it empty and the next key the first; a
-/// live write into the span forgets it.
+/// key makes everything before the next one empty; a live write into
+/// the span (from `from` to the last key found) forgets it.
 struct Found<'a> {
     from: Vec<u8>,
+    /// The keys found not yet deleted.
     keys: VecDeque<Vec<u8>>,
+    /// The last key found, deleted or not: where the span ends.
+    last: Vec<u8>,
     deps: Deps<'a>,
     /// Where the range known empty from `from` ends, once the first key
     /// was deleted: it becomes a range when no key is left to pop or the
@@ -118,9 +121,10 @@ impl<'a> Gaps<'a> {
     /// order, with nothing live before or between them given `deps`.
     pub fn found(&mut self, from: &[u8], keys: VecDeque<Vec<u8>>, deps: &Deps<'a>) {
         self.forget_found();
-        self.found = (!keys.is_empty()).then(|| Found {
+        self.found = keys.back().cloned().map(|last| Found {
             from: from.to_vec(),
             keys,
+            last,
             deps: deps.unsettled(),
             upto: None,
         });
@@ -141,24 +145,29 @@ impl<'a> Gaps<'a> {
     }
 
     /// `key` was deleted by a write that `deps` stands for: if it is the
-    /// first key the last scan found, nothing is live from that scan's
-    /// start to the key, the key included, and a pop of the next one
-    /// grows the range again (SPOP's run of members read ahead); if it is
-    /// another, nothing is live between the keys around it.
+    /// first key left of what the last scan found, nothing is live from
+    /// that scan's start up to the next key left (past the last key
+    /// found, when none is), and a pop of that one grows the range again
+    /// (SPOP's run of members read ahead, in any order); if it is
+    /// another, it is dead like the keys around it.
     pub fn deleted(&mut self, key: &[u8], deps: &Deps<'a>) {
         let Some(f) = &mut self.found else { return };
         let Some(at) = f.keys.iter().position(|k| k.as_slice() == key) else {
             return;
         };
         f.deps.merge(deps);
-        let mut end = f.keys.remove(at).expect("found");
+        f.keys.remove(at);
         if at > 0 {
             return;
         }
-        end.push(0);
-        f.upto = Some(end);
-        if f.keys.is_empty() {
-            self.forget_found();
+        match f.keys.front() {
+            Some(next) => f.upto = Some(next.clone()),
+            None => {
+                let mut end = f.last.clone();
+                end.push(0);
+                f.upto = Some(end);
+                self.forget_found();
+            }
         }
     }
 
@@ -229,9 +238,11 @@ impl<'a> Gaps<'a> {
     pub fn written(&mut self, key: &[u8]) {
         // A write out of the span of what the last scan found (a pop's
         // update of its collection's metadata) leaves it as it was.
-        if self.found.as_ref().is_some_and(|f| {
-            f.from.as_slice() <= key && f.keys.back().is_some_and(|last| key <= last.as_slice())
-        }) {
+        if self
+            .found
+            .as_ref()
+            .is_some_and(|f| f.from.as_slice() <= key && key <= f.last.as_slice())
+        {
             self.forget_found();
         }
         if self.ranges.is_empty() {
@@ -394,15 +405,25 @@ mod tests {
         g.deleted(b"n", &none);
         g.written(b"l");
         g.deleted(b"q", &none);
-        assert_eq!(ranges(&g), pairs(&[("c", "l"), ("l\0", "n\0")]));
+        assert_eq!(ranges(&g), pairs(&[("c", "l"), ("l\0", "q")]));
         // So does the next scan's.
         g.found(b"r", keys(&["s", "t"]), &none);
         g.deleted(b"s", &none);
         g.found(b"x", keys(&["y"]), &none);
-        assert_eq!(
-            ranges(&g),
-            pairs(&[("c", "l"), ("l\0", "n\0"), ("r", "s\0")])
-        );
+        assert_eq!(ranges(&g), pairs(&[("c", "l"), ("l\0", "q"), ("r", "t")]));
+        // Popped out of order, the run empties the same span.
+        g.found(b"u", keys(&["v", "w", "x"]), &none);
+        g.deleted(b"x", &none);
+        g.deleted(b"v", &none);
+        // A write past the last key left but inside the span forgets it.
+        g.written(b"w\0");
+        g.deleted(b"w", &none);
+        assert_eq!(ranges(&g).last(), Some(&("u".into(), "w".into())));
+        g.found(b"u", keys(&["v", "w", "x"]), &none);
+        g.deleted(b"w", &none);
+        g.deleted(b"x", &none);
+        g.deleted(b"v", &none);
+        assert_eq!(ranges(&g).last(), Some(&("u".into(), "x\0".into())));
     }
 
     #[test]
