@@ -224,26 +224,51 @@ impl<'a> Conn<'a> {
             all.truncate(n as usize);
             return Ok(all);
         }
-        let start = keys::sub(key, m.version, MEMBER, 0);
-        let end = keys::sub_end(key, m.version, MEMBER);
         let mut out: Vec<Vec<u8>> = Vec::with_capacity(n as usize);
         let mut tries = 0;
         while (out.len() as u64) < n && tries < 8 * n + 64 {
             tries += 1;
-            let mut from = start.clone();
-            from.extend_from_slice(&rand::rng().random::<[u8; 4]>());
-            let mut got = self.scan_raw(&from, Some(&end), 1)?;
-            if got.is_empty() {
-                got = self.scan_raw(&start, Some(&end), 1)?;
-            }
-            if let Some((k, _)) = got.pop() {
-                let mem = member_of(&k[start.len()..]).to_vec();
+            if let Some(mem) = self.members_at_random_point(key, m, 1, false)?.pop() {
                 if !out.contains(&mem) {
                     out.push(mem);
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Up to `n` members of set `m` in hash order from a random point of
+    /// it (from its first member when none is past the point); `ahead`
+    /// remembers them for a run of pops ([`Shard::scan_ahead`]).
+    ///
+    /// [`Shard::scan_ahead`]: crate::server::shard::Shard::scan_ahead
+    fn members_at_random_point(
+        &mut self,
+        key: &[u8],
+        m: &Meta,
+        n: usize,
+        ahead: bool,
+    ) -> Res<Vec<Vec<u8>>> {
+        let start = keys::sub(key, m.version, MEMBER, 0);
+        let end = keys::sub_end(key, m.version, MEMBER);
+        let mut from = start.clone();
+        from.extend_from_slice(&rand::rng().random::<[u8; 4]>());
+        let scan = |c: &mut Self, from: &[u8]| {
+            let found = if ahead {
+                c.shard.scan_ahead(from, &end, n, &mut c.deps)
+            } else {
+                c.shard.scan(from, Some(&end), n, &mut c.deps)
+            };
+            found.map_err(Reply::err)
+        };
+        let mut got = scan(self, &from)?;
+        if got.is_empty() {
+            got = scan(self, &start)?;
+        }
+        Ok(got
+            .into_iter()
+            .map(|(k, _)| member_of(&k[start.len()..]).to_vec())
+            .collect())
     }
 
     /// One member of the large set `m`, picked at random for a pop: the
@@ -258,28 +283,10 @@ impl<'a> Conn<'a> {
                 return Ok(Some(mem));
             }
         }
-        let start = keys::sub(key, m.version, MEMBER, 0);
-        let end = keys::sub_end(key, m.version, MEMBER);
-        let mut from = start.clone();
-        from.extend_from_slice(&rand::rng().random::<[u8; 4]>());
-        let mut run = self.scan_ahead(&from, &end)?;
-        if run.is_empty() {
-            run = self.scan_ahead(&start, &end)?;
-        }
-        let mut run = run
-            .into_iter()
-            .map(|(k, _)| member_of(&k[start.len()..]).to_vec());
+        let mut run = self.members_at_random_point(key, m, RUN, true)?.into_iter();
         let first = run.next();
         self.shard.draws().keep(key, m.version, run.collect());
         Ok(first)
-    }
-
-    /// Up to [`RUN`] members' sub-keys from `from`, remembered so that
-    /// popping them, in any order, leaves one empty range behind.
-    fn scan_ahead(&mut self, from: &[u8], end: &[u8]) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.shard
-            .scan_ahead(from, end, RUN, &mut self.deps)
-            .map_err(Reply::err)
     }
 
     fn spop(&mut self, args: &[Vec<u8>]) -> Res<Reply> {

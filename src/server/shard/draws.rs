@@ -12,9 +12,10 @@
 //!
 //! A run is kept under the set's key and version: a set deleted and made
 //! again has a new version, and its old run is dropped when next asked.
-//! What is kept is bounded: past [`MAX_SETS`] sets the oldest runs go.
+//! What is kept is bounded: past [`MAX_SETS`] sets the run kept longest
+//! ago goes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 use rand::seq::SliceRandom;
 
@@ -28,14 +29,16 @@ struct Run {
     version: u64,
     /// Members not yet handed out, the next one last.
     members: Vec<Vec<u8>>,
+    /// When it was kept ([`Draws::kept`] then), for the bound.
+    kept: u64,
 }
 
 /// Runs of members found ahead, by set.
 #[derive(Default)]
 pub struct Draws {
     runs: HashMap<Vec<u8>, Run>,
-    /// Keys in the order their runs were kept, for the bound.
-    order: VecDeque<Vec<u8>>,
+    /// Runs kept so far.
+    kept: u64,
 }
 
 impl Draws {
@@ -64,19 +67,18 @@ impl Draws {
             return;
         }
         members.shuffle(&mut rand::rng());
-        let run = Run { version, members };
-        if self.runs.insert(key.to_vec(), run).is_some() {
-            return;
-        }
-        self.order.push_back(key.to_vec());
-        while self.runs.len() > MAX_SETS || self.order.len() > 2 * MAX_SETS {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            // A key may be listed again after its run went and came back:
-            // only a key no later entry lists is dropped.
-            if !self.order.contains(&old) {
-                self.runs.remove(&old);
+        self.kept += 1;
+        let run = Run {
+            version,
+            members,
+            kept: self.kept,
+        };
+        self.runs.insert(key.to_vec(), run);
+        if self.runs.len() > MAX_SETS {
+            // One look over a few dozen runs, only when one too many.
+            let oldest = self.runs.iter().min_by_key(|(_, r)| r.kept);
+            if let Some(k) = oldest.map(|(k, _)| k.clone()) {
+                self.runs.remove(&k);
             }
         }
     }
@@ -120,8 +122,9 @@ mod tests {
             d.keep(b"hot", 1, members(&["a", "b"]));
         }
         assert!(d.len() <= MAX_SETS, "{} runs", d.len());
-        assert!(d.order.len() <= 2 * MAX_SETS + 1);
         let last = format!("s{}", 10 * MAX_SETS - 1);
         assert!(d.take(last.as_bytes(), 1).is_some());
+        assert!(d.take(b"hot", 1).is_some(), "the run kept last stays");
+        assert!(d.take(b"s0", 1).is_none(), "the oldest went");
     }
 }

@@ -23,8 +23,8 @@ impl<'a> Shard<'a> {
     }
 
     /// [`Shard::scan`] of a bounded range for a run of pops: every key
-    /// found is remembered, so that deleting them in order grows one
-    /// empty range over them (see [`super::gaps::Gaps::deleted`]).
+    /// found is remembered, so that deleting them, in any order, grows
+    /// one empty range over them (see [`super::gaps::Gaps::deleted`]).
     pub fn scan_ahead(
         &self,
         start: &[u8],
