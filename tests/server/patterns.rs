@@ -36,8 +36,14 @@ fn every_pattern_hands_everything_over_exactly_once() {
     // What the patterns left: the rate limiters' counters have a TTL, the
     // queue is empty, the group has nothing pending.
     let mut c = s.client();
-    let ttl: i64 = redis::cmd("TTL").arg("t:rl:1").query(&mut c).unwrap();
-    assert!((1..=60).contains(&ttl), "{ttl}");
+    // Which of the 1,000 counters the clients reached in the time given
+    // depends on the machine's speed: every one they did has its TTL.
+    let counters: Vec<String> = redis::cmd("KEYS").arg("t:rl:*").query(&mut c).unwrap();
+    assert!(!counters.is_empty());
+    for key in &counters {
+        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut c).unwrap();
+        assert!((1..=60).contains(&ttl), "{key}: {ttl}");
+    }
     let len: i64 = redis::cmd("LLEN").arg("t:q").query(&mut c).unwrap();
     assert_eq!(len, 0);
 }
