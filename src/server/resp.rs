@@ -221,18 +221,33 @@ fn line(buf: &[u8], at: usize) -> Option<(&[u8], usize)> {
 /// A decimal integer as Redis's `string2ll` reads it: `0`, or an optional
 /// minus and digits without a leading zero; no plus, no spaces, at most 20
 /// bytes, within `i64`.
-fn number(s: &[u8]) -> Option<i64> {
+pub(crate) fn number(s: &[u8]) -> Option<i64> {
     if s == b"0" {
         return Some(0);
     }
-    let digits = s.strip_prefix(b"-").unwrap_or(s);
-    if s.len() > 20
-        || !matches!(digits.first(), Some(b'1'..=b'9'))
-        || !digits.iter().all(u8::is_ascii_digit)
-    {
+    let (negative, digits) = match s.strip_prefix(b"-") {
+        Some(d) => (true, d),
+        None => (false, s),
+    };
+    if digits.len() > 19 || !matches!(digits.first(), Some(b'1'..=b'9')) {
         return None;
     }
-    std::str::from_utf8(s).ok()?.parse().ok()
+    // Summed below zero, where i64 reaches one further (i64::MIN), with
+    // no check for UTF-8 or a second pass as `str::parse` makes: every
+    // request has a few of these.
+    let mut n: i64 = 0;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_sub(i64::from(d))?;
+    }
+    if negative {
+        Some(n)
+    } else {
+        n.checked_neg()
+    }
 }
 
 fn inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {

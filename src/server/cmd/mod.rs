@@ -74,13 +74,8 @@ pub fn not_float() -> Reply {
 
 /// An integer argument as Redis reads one.
 pub fn integer(arg: &[u8]) -> Option<i64> {
-    if arg.is_empty() || arg.len() > 20 || arg[0] == b'+' {
-        return None;
-    }
-    if arg.len() > 1 && (arg[0] == b'0' || (arg[0] == b'-' && arg[1] == b'0')) {
-        return None;
-    }
-    std::str::from_utf8(arg).ok()?.parse().ok()
+    // The same reading as a request's lengths (Redis's string2ll).
+    crate::server::resp::number(arg)
 }
 
 /// A float argument as Redis reads one (`inf` and `-inf` too, never NaN).

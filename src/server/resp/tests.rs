@@ -975,3 +975,31 @@ fn garbage_never_panics_and_parses_the_same_however_it_is_cut() {
         }
     }
 }
+
+#[test]
+fn numbers_are_read_as_redis_reads_them() {
+    for (text, want) in [
+        (&b"0"[..], Some(0)),
+        (b"7", Some(7)),
+        (b"-7", Some(-7)),
+        (b"1234567890", Some(1_234_567_890)),
+        (b"9223372036854775807", Some(i64::MAX)),
+        (b"-9223372036854775808", Some(i64::MIN)),
+        (b"9223372036854775808", None),
+        (b"-9223372036854775809", None),
+        (b"99999999999999999999", None),
+        (b"", None),
+        (b"-", None),
+        (b"-0", None),
+        (b"00", None),
+        (b"01", None),
+        (b"+1", None),
+        (b" 1", None),
+        (b"1 ", None),
+        (b"12a", None),
+        (b"1-2", None),
+        (b"1.5", None),
+    ] {
+        assert_eq!(number(text), want, "{:?}", String::from_utf8_lossy(text));
+    }
+}
