@@ -11,6 +11,7 @@
 //! SUBSCRIBE, EVAL, ...) are refused, and a read-only script
 //! (EVAL_RO, EVALSHA_RO, FCALL_RO) may not write.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -45,6 +46,17 @@ pub struct Run<'s> {
 }
 
 fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
+    // Text (nearly every key and argument) goes onto Lua's stack as it
+    // is, and the table is made in the same step; other bytes each
+    // become a string handle first, which costs a reference slot and its
+    // release, and the table is filled one protected call at a time.
+    if items.iter().all(|a| std::str::from_utf8(a).is_ok()) {
+        return lua.create_sequence_from(
+            items
+                .iter()
+                .map(|a| std::str::from_utf8(a).expect("checked above")),
+        );
+    }
     let t = lua.create_table_with_capacity(items.len(), 0)?;
     for (i, a) in items.iter().enumerate() {
         t.raw_set(i + 1, lua.create_string(a)?)?;
@@ -108,11 +120,16 @@ impl<'a> Conn<'a> {
                 Ok(vm) => vm,
                 Err(r) => return r,
             };
-            let sha = if by_sha {
-                String::from_utf8_lossy(&args[1]).to_ascii_lowercase()
+            let sha: Cow<'_, str> = if by_sha {
+                // A SHA1 as clients send it, in lower case, is looked up
+                // as it is.
+                match std::str::from_utf8(&args[1]) {
+                    Ok(s) if !s.bytes().any(|b| b.is_ascii_uppercase()) => Cow::Borrowed(s),
+                    _ => Cow::Owned(String::from_utf8_lossy(&args[1]).to_ascii_lowercase()),
+                }
             } else {
                 match vm.load(&args[1]) {
-                    Ok(sha) => sha,
+                    Ok(sha) => Cow::Owned(sha),
                     Err(e) => return Reply::err(e),
                 }
             };

@@ -6,7 +6,7 @@
 -- for a global that does not exist. Libraries are read-only proxies.
 -- Returns the hidden table and the function that runs a script.
 
-local raw_setmetatable, raw_rawset, raw_error = setmetatable, rawset, error
+local raw_setmetatable, raw_rawset, raw_rawget, raw_error = setmetatable, rawset, rawget, error
 local raw_pairs, raw_type, raw_tostring, raw_xpcall = pairs, type, tostring, xpcall
 
 local G = _G
@@ -122,7 +122,7 @@ end
 -- FUNCTION LOAD runs a library with `__registering` set: its functions
 -- are collected there.
 redis.register_function = function(...)
-  local reg = lib.__registering
+  local reg = raw_rawget(lib, "__registering")
   if reg == nil then
     raw_error("redis.register_function can only be called on FUNCTION LOAD command", 2)
   end
@@ -247,13 +247,13 @@ lib.rawset = function(t, k, v)
 end
 lib._G = G
 
-local function global(_, k)
-  local v = lib[k]
-  if v == nil then
-    missing(k)
-  end
-  return v
-end
+-- A global is found in `lib` itself, with no function call: the
+-- script's reads of `redis` and `KEYS` are a table lookup each. Only a
+-- global that does not exist reaches `lib`'s own __index, and its error.
+raw_setmetatable(lib, { __index = function(_, k)
+  missing(k)
+end })
+local global = lib
 
 raw_setmetatable(G, { __index = global, __newindex = readonly_error, __metatable = readonly({}) })
 protected[G] = true
