@@ -31,7 +31,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// with --config. Without it, serve, format and inspect read the file
 /// STRIA_CONFIG names, else /etc/stria/stria.yaml when it exists; benchmarks
 /// (and those, failing both) use the embedded default (conf/local.yaml:
-/// file-backed io_uring devices under ./data).
+/// file-backed devices under ./data, the log through psync).
 #[derive(Parser, Debug)]
 #[command(name = "stria", version, about, long_about = None)]
 struct Cli {

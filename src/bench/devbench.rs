@@ -4,7 +4,7 @@
 //!
 //! Rows are ordered case by case and, within a case, device by device, with
 //! each map's row for the same device name next to the others: given
-//! `conf/local.yaml` and `conf/psync.yaml`, uring and psync on the same disk
+//! `conf/uring.yaml` and `conf/psync.yaml`, uring and psync on the same disk
 //! stand side by side, with their IOPS ratio to the first map's row.
 
 use std::fmt;

@@ -49,7 +49,7 @@ use systems::StriaMap;
 #[derive(clap::Args, Debug, Clone)]
 pub struct CompareArgs {
     /// A Stria system: NAME=MAP runs Stria as `stria-NAME` on the map
-    /// (repeatable; default: the shipped maps uring=conf/local.yaml,
+    /// (repeatable; default: the shipped maps uring=conf/uring.yaml,
     /// psync=conf/psync.yaml and sim=conf/sim.yaml).
     #[arg(long = "stria", value_name = "NAME=MAP", value_parser = systems::parse_stria)]
     pub stria: Vec<(String, PathBuf)>,

@@ -13,7 +13,7 @@ use crate::config::Config;
 /// The maps Stria is run with when `--stria` names none: the shipped
 /// maps of the kernel backends and of the simulated device.
 pub const DEFAULT_MAPS: [(&str, &str); 3] = [
-    ("uring", include_str!("../../../conf/local.yaml")),
+    ("uring", include_str!("../../../conf/uring.yaml")),
     ("psync", include_str!("../../../conf/psync.yaml")),
     ("sim", include_str!("../../../conf/sim.yaml")),
 ];
@@ -43,7 +43,7 @@ pub struct SystemInfo {
 /// Parses `--stria NAME=MAP`.
 pub fn parse_stria(arg: &str) -> Result<(String, PathBuf), String> {
     let (name, path) = arg.split_once('=').ok_or_else(|| {
-        format!("--stria {arg:?}: expected NAME=MAP, such as uring=conf/local.yaml")
+        format!("--stria {arg:?}: expected NAME=MAP, such as uring=conf/uring.yaml")
     })?;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
         return Err(format!(
@@ -178,8 +178,8 @@ mod tests {
     #[test]
     fn stria_maps_are_named_and_parsed() {
         assert_eq!(
-            parse_stria("uring=conf/local.yaml").unwrap(),
-            ("uring".to_string(), PathBuf::from("conf/local.yaml"))
+            parse_stria("uring=conf/uring.yaml").unwrap(),
+            ("uring".to_string(), PathBuf::from("conf/uring.yaml"))
         );
         assert!(parse_stria("conf/local.yaml")
             .unwrap_err()
