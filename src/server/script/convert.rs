@@ -57,15 +57,85 @@ pub fn array_len(t: &Table) -> Result<Option<usize>> {
     Ok((max == count).then_some(count))
 }
 
-/// The argument of a `redis.call`: a string, or a number as Lua prints
-/// it; `None` for anything else.
+/// The argument of a `redis.call`: a string as it is, a number as Redis
+/// writes one ([`redis_number`]); `None` for anything else.
 pub fn argument(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Integer(i) => Some(redis_number(*i as f64).into_bytes()),
+        Value::Number(n) => Some(redis_number(*n).into_bytes()),
+        _ => None,
+    }
+}
+
+/// A string, or a number as Lua prints it (`lua_tolstring`, as
+/// `redis.sha1hex` reads its argument); `None` for anything else.
+pub fn lua_text(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::String(s) => Some(s.as_bytes().to_vec()),
         Value::Integer(i) => Some(i.to_string().into_bytes()),
         Value::Number(n) => Some(lua_number(*n).into_bytes()),
         _ => None,
     }
+}
+
+/// A number passed to `redis.call`, as Redis 7.2 writes it: an integer
+/// (within ±2^62) as its digits, anything else as the shortest decimal
+/// that reads back the same, in the layout of Redis's `fpconv_dtoa`
+/// (plain up to 7 zeros past the digits or 6 places after the point,
+/// then `d.ddde±x`). Lua's own `%.14g` would lose digits.
+pub fn redis_number(n: f64) -> String {
+    const HALF: f64 = (i64::MAX / 2) as f64;
+    if (-HALF..=HALF).contains(&n) && n == n.trunc() {
+        return (n as i64).to_string();
+    }
+    let mut out = String::with_capacity(24);
+    if n.is_sign_negative() {
+        out.push('-');
+    }
+    let a = n.abs();
+    if a.is_nan() {
+        out.push_str("nan");
+        return out;
+    }
+    if a.is_infinite() {
+        out.push_str("inf");
+        return out;
+    }
+    // The shortest digits and the exponent of the first of them.
+    let sci = format!("{a:e}");
+    let (mantissa, exp) = sci.split_once('e').expect("an exponent");
+    let digits = mantissa.replace('.', "");
+    let first: i32 = exp.parse().expect("a number");
+    let nd = digits.len() as i32;
+    // The exponent of the last digit.
+    let k = first - nd + 1;
+    let exp = first.abs();
+    if k >= 0 && exp < nd + 7 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', k as usize));
+    } else if k < 0 && (k > -7 || exp < 4) {
+        let point = nd + k;
+        if point <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-point) as usize));
+            out.push_str(&digits);
+        } else {
+            out.push_str(&digits[..point as usize]);
+            out.push('.');
+            out.push_str(&digits[point as usize..]);
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if nd > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if first < 0 { '-' } else { '+' });
+        out.push_str(&exp.to_string());
+    }
+    out
 }
 
 /// `{err = msg}`, as redis.pcall returns an error.
@@ -238,6 +308,37 @@ mod tests {
             (1e-5, "1e-05"),
         ] {
             assert_eq!(lua_number(n), s, "{n}");
+        }
+    }
+
+    #[test]
+    fn call_arguments_print_as_redis_prints_them() {
+        for (n, s) in [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (60.0, "60"),
+            (-7.0, "-7"),
+            (123456789012345.0, "123456789012345"),
+            (2f64.powi(53), "9007199254740992"),
+            (2f64.powi(62), "4611686018427387904"),
+            (-(2f64.powi(62)), "-4611686018427387904"),
+            (2f64.powi(63), "9223372036854776000"),
+            (1e19, "1e+19"),
+            (1.5e300, "1.5e+300"),
+            (0.1, "0.1"),
+            (-2.5, "-2.5"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (std::f64::consts::PI, "3.141592653589793"),
+            (123456.789, "123456.789"),
+            (0.000001, "0.000001"),
+            (1e-7, "1e-7"),
+            (-1.5e-7, "-1.5e-7"),
+            (1.25e-100, "1.25e-100"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (f64::NAN, "nan"),
+        ] {
+            assert_eq!(redis_number(n), s, "{n}");
         }
     }
 }

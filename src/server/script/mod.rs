@@ -194,7 +194,7 @@ fn redis_library(lua: &Lua, resp: &Rc<Cell<u8>>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
         "sha1hex",
-        lua.create_function(|_, v: Value| match convert::argument(&v) {
+        lua.create_function(|_, v: Value| match convert::lua_text(&v) {
             Some(b) => Ok(sha1hex(&b)),
             None => Err(mlua::Error::runtime("wrong number of arguments")),
         })?,
