@@ -166,13 +166,13 @@ impl<'a> Conn<'a> {
             | "fcall_ro" => {
                 let r = match spec.name {
                     "function" => self.function_command(&args[1..]),
-                    "eval" => self.eval(&args, false, false),
-                    "eval_ro" => self.eval(&args, false, true),
-                    "evalsha" => self.eval(&args, true, false),
-                    "evalsha_ro" => self.eval(&args, true, true),
+                    "eval" => self.eval(args, false, false),
+                    "eval_ro" => self.eval(args, false, true),
+                    "evalsha" => self.eval(args, true, false),
+                    "evalsha_ro" => self.eval(args, true, true),
                     "script" => self.script_command(&args[1..]),
-                    "fcall" => self.fcall(&args, false),
-                    _ => self.fcall(&args, true),
+                    "fcall" => self.fcall(args, false),
+                    _ => self.fcall(args, true),
                 };
                 self.report_scripting();
                 Outcome::Reply(r)

@@ -58,6 +58,41 @@ fn eval_converts_and_calls_as_redis() {
         ),
         ["a", "b", "c"]
     );
+    // Keys and arguments that are not text, or more of them than go onto
+    // Lua's stack in one call, make the same KEYS and ARGV.
+    let many: Vec<String> = (0..3000).map(|i| format!("v{i}")).collect();
+    let mut args = vec![
+        "EVAL",
+        "return {#KEYS, #ARGV, KEYS[2], ARGV[1], ARGV[#ARGV]}",
+        "2",
+    ];
+    args.extend(many.iter().map(String::as_str));
+    assert_eq!(
+        q::<Vec<Value>>(&mut c, &args),
+        [
+            Value::Int(2),
+            Value::Int(2998),
+            bulk("v1"),
+            bulk("v2"),
+            bulk("v2999")
+        ]
+    );
+    let binary: Value = redis::cmd("EVAL")
+        .arg("return {#KEYS, #ARGV, KEYS[1], ARGV[1]}")
+        .arg(1)
+        .arg(&b"k\xff"[..])
+        .arg(&b"\x00\xfe"[..])
+        .query(&mut c)
+        .expect("binary keys and arguments");
+    assert_eq!(
+        binary,
+        Value::Array(vec![
+            Value::Int(1),
+            Value::Int(1),
+            Value::BulkString(b"k\xff".to_vec()),
+            Value::BulkString(b"\x00\xfe".to_vec())
+        ])
+    );
     // redis.call: replies converted, errors raised; redis.pcall returns them.
     q::<()>(&mut c, &["SET", "k", "v"]);
     q::<()>(&mut c, &["RPUSH", "l", "x"]);
@@ -75,6 +110,33 @@ fn eval_converts_and_calls_as_redis() {
         [bulk("v"), Value::Int(1), Value::Int(2), bulk("OK")]
     );
     assert!(e(&mut c, &["EVAL", "return redis.call('incr', 'l')", "0"]).starts_with("WRONGTYPE"));
+    // A number argument is written as Redis 7.2 writes it (an integer's
+    // digits, a float's shortest form), not as Lua's tostring would; a
+    // string that looks like a number stays as it was sent.
+    for (arg, want) in [
+        ("60", "60"),
+        ("-7", "-7"),
+        ("12345678901234", "12345678901234"),
+        ("123456789012345", "123456789012345"),
+        ("2^53", "9007199254740992"),
+        ("-0.0", "0"),
+        ("0.1", "0.1"),
+        ("1/3", "0.3333333333333333"),
+        ("3.14159265358979", "3.14159265358979"),
+        ("math.pi", "3.141592653589793"),
+        ("1e300", "1e+300"),
+        ("1e19", "1e+19"),
+        ("1e-7", "1e-7"),
+        ("0.000001", "0.000001"),
+        ("1/0", "inf"),
+        ("'-0'", "-0"),
+        ("'1.50'", "1.50"),
+        ("'inf'", "inf"),
+        ("'0123'", "0123"),
+    ] {
+        let script = format!("redis.call('set', 'num', {arg}) return redis.call('get', 'num')");
+        assert_eq!(q::<String>(&mut c, &["EVAL", &script, "0"]), want, "{arg}");
+    }
     assert_eq!(
         q::<String>(
             &mut c,

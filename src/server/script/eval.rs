@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mlua::{Function, Lua, Table, Value};
+use mlua::{Function, Lua, Table, Value, Variadic};
 
 use super::convert::{argument, counted_error, error_table, from_lua, is_counted, to_lua};
 use super::watch::{self, Watch};
@@ -37,6 +37,8 @@ pub struct Run<'s> {
     pub name: &'s str,
     pub keys: &'s [Vec<u8>],
     pub args: &'s [Vec<u8>],
+    /// The whole request, for FUNCTION STATS while the script runs long.
+    pub command: &'s Rc<Vec<Vec<u8>>>,
     /// A function (called with KEYS and ARGV) rather than an EVAL script
     /// (which reads them as globals).
     pub function: bool,
@@ -45,18 +47,28 @@ pub struct Run<'s> {
     pub allow_oom: bool,
 }
 
-fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
-    // Text (nearly every key and argument) goes onto Lua's stack as it
-    // is, and the table is made in the same step; other bytes each
-    // become a string handle first, which costs a reference slot and its
-    // release, and the table is filled one protected call at a time.
-    if items.iter().all(|a| std::str::from_utf8(a).is_ok()) {
-        return lua.create_sequence_from(
-            items
-                .iter()
-                .map(|a| std::str::from_utf8(a).expect("checked above")),
-        );
+/// A script's keys and arguments that are all text, as they are: they go
+/// onto Lua's stack with the call that runs the script, which makes KEYS
+/// and ARGV of them. `None` for other bytes, or more values than a
+/// call's stack may hold.
+fn text<'x>(keys: &'x [Vec<u8>], args: &'x [Vec<u8>]) -> Option<Variadic<&'x str>> {
+    if keys.len() + args.len() > ON_STACK {
+        return None;
     }
+    keys.iter()
+        .chain(args)
+        .map(|a| std::str::from_utf8(a).ok())
+        .collect::<Option<Vec<_>>>()
+        .map(Variadic::from)
+}
+
+/// At most this many keys and arguments go onto Lua's stack (a call's
+/// stack holds 8,000 values).
+const ON_STACK: usize = 1000;
+
+/// A table of `items`, each a string handle first (which costs a
+/// reference slot and its release), filled one protected call at a time.
+fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
     let t = lua.create_table_with_capacity(items.len(), 0)?;
     for (i, a) in items.iter().enumerate() {
         t.raw_set(i + 1, lua.create_string(a)?)?;
@@ -110,7 +122,9 @@ impl<'a> Conn<'a> {
     }
 
     /// EVAL and EVAL_RO (`by_sha`: EVALSHA and EVALSHA_RO).
-    pub fn eval(&mut self, args: &[Vec<u8>], by_sha: bool, read_only: bool) -> Reply {
+    pub fn eval(&mut self, args: Vec<Vec<u8>>, by_sha: bool, read_only: bool) -> Reply {
+        let command = Rc::new(args);
+        let args = &command[..];
         let (keys, rest) = match split_keys(&args[2..]) {
             Ok(k) => k,
             Err(r) => return r,
@@ -165,6 +179,7 @@ impl<'a> Conn<'a> {
             name: &sha,
             keys,
             args: rest,
+            command: &command,
             function: false,
             read_only: read_only || no_writes,
             allow_oom,
@@ -222,19 +237,6 @@ impl Conn<'_> {
             .filter(|&ms| ms > 0)
             .map(|ms| Duration::from_millis(ms as u64));
         if let Some(limit) = limit {
-            // What FUNCTION STATS shows once the script is past the threshold.
-            let verb = match (r.function, read_only) {
-                (true, false) => "fcall",
-                (true, true) => "fcall_ro",
-                (false, false) => "evalsha",
-                (false, true) => "evalsha_ro",
-            };
-            let mut command = vec![
-                verb.as_bytes().to_vec(),
-                r.name.as_bytes().to_vec(),
-                r.keys.len().to_string().into_bytes(),
-            ];
-            command.extend(r.keys.iter().chain(r.args).cloned());
             let started = Instant::now();
             *watched.borrow_mut() = Some(Watch {
                 started,
@@ -246,7 +248,7 @@ impl Conn<'_> {
                 function: r.function,
                 running: Some(Running {
                     name: r.name.to_string(),
-                    command,
+                    command: r.command.clone(),
                     started,
                     libraries: loaded.0,
                     functions: loaded.1,
@@ -267,8 +269,13 @@ impl Conn<'_> {
                     false => c.script_call(lua, n, &argv, mode, resp.get() == 3, &wrote),
                 }
             })?;
-            let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
-            let out: (bool, Value) = run.call((r.f.clone(), r.function, keys, args, host))?;
+            let out: (bool, Value) = match text(r.keys, r.args) {
+                Some(values) => run.call((r.f.clone(), r.function, host, r.keys.len(), values))?,
+                None => {
+                    let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
+                    run.call((r.f.clone(), r.function, host, false, keys, args))?
+                }
+            };
             Ok(out)
         });
         watch::end(&lua, &watched);
@@ -486,6 +493,16 @@ fn script_args(n: usize, argv: &Table) -> mlua::Result<Result<Vec<Vec<u8>>, &'st
     }
     let mut args = Vec::with_capacity(n);
     for i in 1..=n {
+        // A string is read off Lua's stack as it is, with no handle made
+        // for it. A number comes as Lua's text of it, which is Redis's
+        // only for an integer of up to 14 digits: text that may be any
+        // other number is read again as the value it is.
+        if let Ok(text) = argv.raw_get::<mlua::BString>(i) {
+            if !maybe_lua_number(&text) {
+                args.push(text.into());
+                continue;
+            }
+        }
         match argument(&argv.raw_get::<Value>(i)?) {
             Some(a) => args.push(a),
             None => {
@@ -496,6 +513,15 @@ fn script_args(n: usize, argv: &Table) -> mlua::Result<Result<Vec<Vec<u8>>, &'st
         }
     }
     Ok(Ok(args))
+}
+
+/// Whether `text` may be Lua's `%.14g` of a number other than an integer
+/// of up to 14 digits: a fraction, an exponent, `inf`, `nan` or `-0`.
+fn maybe_lua_number(text: &[u8]) -> bool {
+    let numeric = text
+        .iter()
+        .all(|c| c.is_ascii_digit() || b"+-.einfa".contains(c));
+    numeric && (text.starts_with(b"-0") || text.iter().any(|c| b".einfa".contains(c)))
 }
 
 /// The reply of a script that raised `e` (an `{err = ...}` table).

@@ -455,7 +455,9 @@ impl<'a> Conn<'a> {
     }
 
     /// FCALL and FCALL_RO.
-    pub fn fcall(&mut self, args: &[Vec<u8>], read_only: bool) -> Reply {
+    pub fn fcall(&mut self, args: Vec<Vec<u8>>, read_only: bool) -> Reply {
+        let command = std::rc::Rc::new(args);
+        let args = &command[..];
         let (keys, rest) = match split_keys(&args[2..]) {
             Ok(k) => k,
             Err(Reply::Error(e)) if e.contains("not an integer") => {
@@ -489,6 +491,7 @@ impl<'a> Conn<'a> {
             name: &name,
             keys,
             args: rest,
+            command: &command,
             function: true,
             read_only: read_only || no_writes,
             allow_oom,

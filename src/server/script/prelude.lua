@@ -302,22 +302,35 @@ local function handler(e)
 end
 
 -- Runs `f`: with (keys, args) for a function, with none for EVAL (its
--- KEYS and ARGV are globals), with this run's `__host`: the server's
--- side of redis.call, redis.pcall and redis.acl_check_cmd. Set
--- here rather than through the host's API, which protects each set.
-local function run(f, with_args, keys, args, host)
-  raw_rawset(lib, "__host", host)
+-- KEYS and ARGV are globals), with this run's `host`: the server's side
+-- of redis.call, redis.pcall and redis.acl_check_cmd. The keys and
+-- arguments come as their count and then all of them (made into tables
+-- here, in one step each), or with `nkeys` false as two tables (more
+-- values than a call's stack holds). Set with plain assignments: `lib`
+-- has no __newindex.
+local function run(f, with_args, host, nkeys, ...)
+  local keys, args
+  if nkeys then
+    keys, args = { ... }, {}
+    for i = nkeys + 1, #keys do
+      args[i - nkeys] = keys[i]
+      keys[i] = nil
+    end
+  else
+    keys, args = ...
+  end
+  lib.__host = host
   local ok, v
   if with_args then
     ok, v = raw_xpcall(function()
       return f(keys, args)
     end, handler)
   else
-    raw_rawset(lib, "KEYS", keys)
-    raw_rawset(lib, "ARGV", args)
+    lib.KEYS = keys
+    lib.ARGV = args
     ok, v = raw_xpcall(f, handler)
   end
-  raw_rawset(lib, "__host", nil)
+  lib.__host = nil
   return ok, v
 end
 

@@ -61,8 +61,8 @@ pub struct TxState {
 /// The script that runs past its threshold, as FUNCTION STATS shows it.
 pub struct Running {
     pub name: String,
-    /// The command that runs it.
-    pub command: Vec<Vec<u8>>,
+    /// The command that runs it, as its client sent it.
+    pub command: std::rc::Rc<Vec<Vec<u8>>>,
     pub started: Instant,
     /// Libraries and functions loaded.
     pub libraries: usize,
