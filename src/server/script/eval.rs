@@ -270,10 +270,10 @@ impl Conn<'_> {
                 }
             })?;
             let out: (bool, Value) = match text(r.keys, r.args) {
-                Some(values) => run.call((r.f.clone(), r.function, host, r.keys.len(), values))?,
+                Some(values) => run.call((&r.f, r.function, host, r.keys.len(), values))?,
                 None => {
                     let (keys, args) = (strings(&lua, r.keys)?, strings(&lua, r.args)?);
-                    run.call((r.f.clone(), r.function, host, false, keys, args))?
+                    run.call((&r.f, r.function, host, false, keys, args))?
                 }
             };
             Ok(out)

@@ -44,8 +44,9 @@ pub struct Vm {
     lua: Lua,
     /// The hidden table the sandboxed globals read through.
     lib: Table,
-    /// Runs a script under an error handler (`prelude.lua`).
-    run: Function,
+    /// Runs a script under an error handler (`prelude.lua`); shared, so
+    /// that a run holds it without a new Lua handle.
+    run: Rc<Function>,
     /// Makes a function library's globals, and turns them from what a
     /// library may use while it loads to what its functions use.
     library_env: Function,
@@ -85,7 +86,7 @@ impl Vm {
         Ok(Vm {
             lua,
             lib,
-            run,
+            run: Rc::new(run),
             library_env,
             activate,
             resp,
