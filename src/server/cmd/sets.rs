@@ -115,9 +115,11 @@ impl<'a> Conn<'a> {
                 continue;
             }
             seen.push(mem);
-            if old.is_none() || !self.has_member(key, &m, mem)? {
+            // One sub-key, made once: looked up, then written if new.
+            let sub = member_key(key, m.version, mem);
+            if old.is_none() || self.get_raw(&sub)?.is_none() {
                 added += 1;
-                writes.push((member_key(key, m.version, mem), Some(Vec::new())));
+                writes.push((sub, Some(Vec::new())));
             }
         }
         if added > 0 {
