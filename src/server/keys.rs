@@ -70,19 +70,16 @@ pub const SUB_OVERHEAD: usize = 12;
 
 /// The length of `esc(key)`, without the `00 01` that ends it.
 pub fn escaped_len(key: &[u8]) -> usize {
-    match memchr::memchr(0, key) {
-        None => key.len(),
-        Some(_) => key.len() + memchr::memchr_iter(0, key).count(),
-    }
+    // One vectorized pass: the iterator counts a vector at a time.
+    key.len() + memchr::memchr_iter(0, key).count()
 }
 
 fn escaped(key: &[u8], extra: usize) -> Vec<u8> {
     // Zero bytes are found a vector at a time (memchr), not byte by
     // byte: every command escapes its keys, and the byte loops were a
-    // twentieth of an INCR's user instructions. A key with zero bytes
-    // (rare) grows the buffer as it is copied.
+    // twentieth of an INCR's user instructions. The key is copied a run
+    // at a time; one with zero bytes (rare) grows the buffer as it goes.
     let mut out = Vec::with_capacity(key.len() + 3 + extra);
-    // Copied a run at a time: keys rarely hold a zero byte.
     let mut from = 0;
     for i in memchr::memchr_iter(0, key) {
         out.extend_from_slice(&key[from..=i]);
