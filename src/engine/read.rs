@@ -8,7 +8,7 @@ use super::error::{EngineError, Result};
 use super::Engine;
 use crate::device::Device;
 use crate::memstore::Memstore;
-use crate::table::{Entry, EntryKind, OwnedTableIter};
+use crate::table::{key_hash, Entry, EntryKind, OwnedTableIter};
 
 use super::region::View;
 use super::store::{FileSource, TableHandle};
@@ -70,11 +70,15 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     /// invalidation. (RocksDB's row cache sits at the same level, keyed
     /// by block file.)
     pub fn get_below(&self, below: &Below<D>, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let h = key_hash(key);
         for t in &below.0.tables {
-            if !t.table.may_contain(key) {
+            if !t.table.may_contain_hashed(key, h) {
                 continue;
             }
-            let found = t.table.get(&t.source(), key).map_err(|e| t.error(e))?;
+            let found = t
+                .table
+                .get_filtered(&t.source(), key)
+                .map_err(|e| t.error(e))?;
             if let Some(e) = found {
                 return Ok(live(e));
             }

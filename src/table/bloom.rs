@@ -16,7 +16,7 @@ const MIN_BYTES: u64 = 8;
 pub(crate) const BLOOM_FIXED: u64 = 8;
 
 /// A key's 64-bit hash, from which all its probes are derived.
-pub(crate) fn hash(key: &[u8]) -> u64 {
+pub fn hash(key: &[u8]) -> u64 {
     xxh3_64(key)
 }
 

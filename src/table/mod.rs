@@ -111,6 +111,7 @@ mod seek;
 mod tests;
 mod verify;
 
+pub use bloom::hash as key_hash;
 pub use builder::{CopyCrcs, TableBuilder};
 pub use cache::{BlockCache, CacheStats, CachedBlock};
 pub(crate) use codec::check_crc;

@@ -172,10 +172,18 @@ impl Table {
     /// False if `key` is certainly not in the file (the bloom filter, and
     /// the key range).
     pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.may_contain_hashed(key, bloom::hash(key))
+    }
+
+    /// [`Table::may_contain`] of a key whose [`key_hash`] is `h`: a read
+    /// that asks several files hashes the key once.
+    ///
+    /// [`key_hash`]: super::key_hash
+    pub fn may_contain_hashed(&self, key: &[u8], h: u64) -> bool {
         self.meta.entries > 0
             && key >= self.meta.min_key.as_slice()
             && key <= self.meta.max_key.as_slice()
-            && self.bloom.may_contain(bloom::hash(key))
+            && self.bloom.may_contain(h)
     }
 
     /// The entry (put or tombstone) for `key`, if the file has one: the
@@ -184,6 +192,12 @@ impl Table {
         if !self.may_contain(key) {
             return Ok(None);
         }
+        self.get_filtered(src, key)
+    }
+
+    /// [`Table::get`] of a key that [`Table::may_contain`] already let
+    /// through: the index, then at most one data block read.
+    pub fn get_filtered(&self, src: &dyn BlockSource, key: &[u8]) -> Result<Option<Entry>> {
         let i = self.index.partition_point(|h| h.last_key.as_slice() < key);
         if i == self.index.len() {
             return Ok(None);
