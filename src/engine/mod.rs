@@ -83,7 +83,7 @@ pub use error::{EngineError, Result};
 pub use filter::{CompactionFilter, FilterFactory};
 pub use open::{EngineDevices, OpenReport};
 pub use purge::PURGE_AFTER;
-pub use read::{Below, PointRead};
+pub use read::{Below, BelowRange, PointRead};
 pub use scrub::{ScrubFinding, ScrubReport};
 pub use scrubber::{ScrubOptions, ScrubProgress};
 pub use stale_manifest::mark_replaced as mark_manifest_copy_replaced;

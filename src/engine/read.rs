@@ -26,13 +26,24 @@ pub enum PointRead<D: Device<Queue: Send>> {
 
 /// A view of a region whose memstores do not have a key; held for a
 /// moment (a read).
-pub struct Below<D: Device<Queue: Send>>(arc_swap::Guard<Arc<View<D>>>);
+pub struct Below<D: Device<Queue: Send>> {
+    view: arc_swap::Guard<Arc<View<D>>>,
+    region: usize,
+}
+
+/// What [`Engine::scan_below`] found: the entries of a range in key
+/// order (`None` for a delete), and the key before which that list is
+/// whole.
+pub struct BelowRange {
+    pub entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub upto: Vec<u8>,
+}
 
 impl<D: Device<Queue: Send>> Below<D> {
     /// The view's number: two reads below views of one number read the
     /// same block files.
     pub fn epoch(&self) -> u64 {
-        self.0.epoch
+        self.view.epoch
     }
 }
 
@@ -53,13 +64,14 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     pub fn get_memstores(&self, key: &[u8]) -> PointRead<D> {
         let inner = &*self.inner;
         inner.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let view = inner.region[inner.regions.of(key)].glance();
+        let region = inner.regions.of(key);
+        let view = inner.region[region].glance();
         for ms in &view.mems {
             if let Some((kind, value)) = ms.get_value(key) {
                 return PointRead::Memstore((kind == EntryKind::Put).then_some(value));
             }
         }
-        PointRead::Below(Below(view))
+        PointRead::Below(Below { view, region })
     }
 
     /// The second half of [`Engine::get`]: what the block files of
@@ -71,7 +83,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     /// by block file.)
     pub fn get_below(&self, below: &Below<D>, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let h = key_hash(key);
-        for t in &below.0.tables {
+        for t in &below.view.tables {
             if !t.table.may_contain_hashed(key, h) {
                 continue;
             }
@@ -88,6 +100,61 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 .fetch_add(1, Ordering::Relaxed);
         }
         Ok(None)
+    }
+
+    /// What the block files of `below` hold from `from` (inclusive) to
+    /// `to` (exclusive), within `below`'s region: at most `limit` entries,
+    /// and no more once their values pass `max_bytes`. Like
+    /// [`Engine::get_below`], the answer holds for every read below a
+    /// view of the same epoch: a reader that will read a run of keys
+    /// (pops from a list in the block files) reads them at once, one
+    /// seek per block file instead of a bloom probe per file and a block
+    /// search per key.
+    pub fn scan_below(
+        &self,
+        below: &Below<D>,
+        from: &[u8],
+        to: &[u8],
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<BelowRange> {
+        let regions = &self.inner.regions;
+        let from = from.max(regions.start(below.region));
+        let to = regions.end(below.region).map_or(to, |e| e.min(to));
+        let mut sources: Vec<Source<D>> = Vec::new();
+        if from < to {
+            for t in &below.view.tables {
+                let meta = t.table.meta();
+                if meta.entries == 0
+                    || meta.max_key.as_slice() < from
+                    || meta.min_key.as_slice() >= to
+                {
+                    continue;
+                }
+                let it = t
+                    .table
+                    .iter_owned(t.source(), from.to_vec(), Some(to.to_vec()));
+                sources.push(Source::Table(it, t.clone()));
+            }
+        }
+        let mut merge = Merge::new(sources)?;
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        while entries.len() < limit && bytes < max_bytes {
+            let Some(e) = merge.next()? else {
+                return Ok(BelowRange {
+                    entries,
+                    upto: to.max(from).to_vec(),
+                });
+            };
+            bytes += e.value.len();
+            let value = (e.kind == EntryKind::Put).then_some(e.value);
+            entries.push((e.key, value));
+        }
+        // Cut short: whole up to the last key, inclusive.
+        let mut upto = entries.last().map_or(from.to_vec(), |(k, _)| k.clone());
+        upto.push(0);
+        Ok(BelowRange { entries, upto })
     }
 
     /// Up to `limit` live pairs with `start <= key < end` (no end: to the

@@ -305,6 +305,8 @@ fn memory(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {
     w.kv("row_cache_keys", r.entries);
     w.kv("row_cache_hits", r.hits);
     w.kv("row_cache_misses", r.misses);
+    w.kv("read_ahead_windows", r.ahead_reads);
+    w.kv("read_ahead_hits", r.ahead_hits);
 }
 
 fn persistence(w: &mut Section, s: &EngineStats, server: &ServerMetrics) {

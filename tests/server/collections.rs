@@ -1,7 +1,8 @@
 //! Lists, sets and sorted sets through a client, with Redis's replies and
 //! errors, and their metadata agreeing with their elements.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
 
 use redis::Value;
 
@@ -329,6 +330,86 @@ fn popping_a_large_set_one_member_at_a_time_hands_out_each_member_once() {
         assert!(m.starts_with('b'), "{m} is from the deleted set");
     }
     assert_eq!(q::<i64>(&mut c, &["SCARD", "again"]), 1950);
+}
+
+#[test]
+fn popping_a_list_from_its_block_files_hands_out_each_element_once_in_order() {
+    // Pops of elements the memstores no longer hold read the next ones
+    // ahead, from both ends: an element set, pushed or popped meanwhile,
+    // or a list made again under the same name, is what the pops see.
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let value = |tag: &str, i: usize| format!("{tag}{i:05}{}", "x".repeat(1000));
+    let push = |c: &mut redis::Connection, key: &str, values: &[String]| {
+        for chunk in values.chunks(100) {
+            let mut cmd = redis::cmd("RPUSH");
+            cmd.arg(key).arg(chunk);
+            cmd.query::<i64>(c).unwrap();
+        }
+    };
+    let flushed = |c: &mut redis::Connection, past: u64| {
+        let until = Instant::now() + Duration::from_secs(60);
+        while info_u64(c, "persistence", "flushes") <= past {
+            assert!(Instant::now() < until, "no memstore was flushed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut model: VecDeque<String> = (0..3000).map(|i| value("e", i)).collect();
+    push(&mut c, "q", model.make_contiguous());
+    // 3 MiB of elements: the first are in a block file.
+    flushed(&mut c, 0);
+    let mut round = 0;
+    while !model.is_empty() {
+        round += 1;
+        let mut p = redis::pipe();
+        for _ in 0..4 {
+            p.cmd("LPOP").arg("q");
+            p.cmd("RPOP").arg("q");
+        }
+        let got: Vec<Option<String>> = p.query(&mut c).unwrap();
+        for (i, g) in got.into_iter().enumerate() {
+            let want = if i % 2 == 0 {
+                model.pop_front()
+            } else {
+                model.pop_back()
+            };
+            assert!(g == want, "round {round}, pop {i}: {g:.20?} where {want:.20?}");
+        }
+        if round % 7 == 0 && model.len() > 10 {
+            // Elements a window read ahead holds, set anew.
+            let (a, b) = (value("set", round), value("tes", round));
+            assert_eq!(q::<String>(&mut c, &["LSET", "q", "3", &a]), "OK");
+            assert_eq!(q::<String>(&mut c, &["LSET", "q", "-3", &b]), "OK");
+            let n = model.len();
+            model[3] = a;
+            model[n - 3] = b;
+        }
+        if round % 11 == 0 {
+            let (a, b) = (value("left", round), value("right", round));
+            q::<i64>(&mut c, &["LPUSH", "q", &a]);
+            q::<i64>(&mut c, &["RPUSH", "q", &b]);
+            model.push_front(a);
+            model.push_back(b);
+        }
+    }
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "q"]), 0);
+    let hits = info_u64(&mut c, "memory", "read_ahead_hits");
+    assert!(hits > 1000, "{hits} pops answered by a read ahead");
+    // A list deleted and made again under the same name: what was read
+    // ahead of the old one is never handed out.
+    let old: Vec<String> = (0..3000).map(|i| value("a", i)).collect();
+    let flushes = info_u64(&mut c, "persistence", "flushes");
+    push(&mut c, "again", &old);
+    flushed(&mut c, flushes);
+    assert!(q::<String>(&mut c, &["LPOP", "again"]).starts_with("a00000"));
+    q::<i64>(&mut c, &["DEL", "again"]);
+    let new: Vec<String> = (0..100).map(|i| value("b", i)).collect();
+    push(&mut c, "again", &new);
+    for want in &new[..50] {
+        assert!(&q::<String>(&mut c, &["LPOP", "again"]) == want);
+    }
+    assert_eq!(q::<i64>(&mut c, &["LLEN", "again"]), 50);
 }
 
 #[test]

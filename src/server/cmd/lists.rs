@@ -4,6 +4,8 @@
 //! LINDEX one lookup and LRANGE reads only what it returns. An insert or
 //! removal inside the list moves the elements on its shorter side.
 
+use std::rc::Rc;
+
 use super::{integer, mpop_args, not_integer, syntax_error, wrong_type, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, ITEM};
@@ -26,6 +28,9 @@ fn end_named(arg: &[u8]) -> Option<End> {
         _ => None,
     }
 }
+
+/// Positions a pop reads ahead of it, at its end of the list.
+const POP_AHEAD: u64 = 64;
 
 fn item(key: &[u8], m: &Meta, pos: u64) -> Vec<u8> {
     keys::element(key, m.version, ITEM, &pos.to_be_bytes())
@@ -110,6 +115,37 @@ impl<'a> Conn<'a> {
             }
             at += got.len() as u64;
             out.extend(got.into_iter().map(|(_, v)| v));
+        }
+        self.all_there(key, out, to - from)
+    }
+
+    /// The elements at `from..to` that a pop at `end` takes, by point
+    /// reads that read ahead the elements the next pops at that end will
+    /// take, should they be in the block files.
+    fn popped_items(
+        &mut self,
+        key: &[u8],
+        m: &Meta,
+        from: u64,
+        to: u64,
+        end: End,
+    ) -> Res<Vec<Vec<u8>>> {
+        let (head, tail) = m.ends();
+        let (near_from, near_to) = match end {
+            End::Left => (from, to.max(from.saturating_add(POP_AHEAD).min(tail))),
+            End::Right => (from.min(to.saturating_sub(POP_AHEAD).max(head)), to),
+        };
+        let (near_from, near_to) = (item(key, m, near_from), item(key, m, near_to));
+        let mut out = Vec::with_capacity((to - from) as usize);
+        for p in from..to {
+            let row = self
+                .shard
+                .get_ahead(&item(key, m, p), &near_from, &near_to, &mut self.deps)
+                .map_err(Reply::err)?;
+            match row {
+                Some(v) => out.push(Rc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())),
+                None => break,
+            }
         }
         self.all_there(key, out, to - from)
     }
@@ -209,7 +245,11 @@ impl<'a> Conn<'a> {
             End::Left => (head, head + n),
             End::Right => (tail - n, tail),
         };
-        let mut got = self.items(key, m, from, to)?;
+        let mut got = if n <= 4 {
+            self.popped_items(key, m, from, to, end)?
+        } else {
+            self.items(key, m, from, to)?
+        };
         if end == End::Right {
             got.reverse();
         }

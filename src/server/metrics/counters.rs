@@ -290,7 +290,7 @@ pub struct ServerMetrics {
     dirty_keys: AtomicU64,
     dirty_bytes: AtomicU64,
     /// The shard's row cache: capacity, bytes, keys, hits, misses.
-    rows: [AtomicU64; 5],
+    rows: [AtomicU64; 7],
     pub(super) commands: Box<[CommandCounters]>,
     /// By name, hashed with xxh3 (not SipHash) in one call.
     index: HashMap<&'static str, usize, BytesHash>,
@@ -472,7 +472,15 @@ impl ServerMetrics {
 
     /// The shard's row cache, as of its last turn.
     pub fn set_rows(&self, r: RowStats) {
-        let values = [r.capacity, r.bytes, r.entries, r.hits, r.misses];
+        let values = [
+            r.capacity,
+            r.bytes,
+            r.entries,
+            r.hits,
+            r.misses,
+            r.ahead_reads,
+            r.ahead_hits,
+        ];
         for (a, v) in self.rows.iter().zip(values) {
             a.store(v, Relaxed);
         }
@@ -480,7 +488,7 @@ impl ServerMetrics {
 
     /// The shard's row cache.
     pub fn rows(&self) -> RowStats {
-        let [capacity, bytes, entries, hits, misses] =
+        let [capacity, bytes, entries, hits, misses, ahead_reads, ahead_hits] =
             self.rows.each_ref().map(|a| a.load(Relaxed));
         RowStats {
             capacity,
@@ -488,6 +496,8 @@ impl ServerMetrics {
             entries,
             hits,
             misses,
+            ahead_reads,
+            ahead_hits,
         }
     }
 

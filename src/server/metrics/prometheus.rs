@@ -229,6 +229,18 @@ pub(super) fn render_server(t: &mut Text, s: &ServerMetrics) {
         r.misses,
     );
     t.single(
+        "read_ahead_windows_total",
+        "counter",
+        "Runs of list elements a pop read from the block files ahead of the next pops.",
+        r.ahead_reads,
+    );
+    t.single(
+        "read_ahead_hits_total",
+        "counter",
+        "Pops whose element a window read ahead held.",
+        r.ahead_hits,
+    );
+    t.single(
         "connections_received_total",
         "counter",
         "Client connections accepted.",

@@ -24,10 +24,11 @@ use super::script::Vm;
 use super::ServerEngine;
 use crate::config::Durability;
 use crate::device::AnyDevice;
-use crate::engine::{EngineError, Pending, PointRead};
+use crate::engine::{EngineError, Pending};
 use crate::wal::format::record_len;
 use crate::wal::{Notify, Ticket};
 use access::AccessClock;
+use ahead::Ahead;
 use blocking::Blocking;
 use busy::Busy;
 use dirty::DirtyTable;
@@ -258,6 +259,9 @@ pub struct Shard<'a> {
     /// What the block files held of keys read lately that no memstore
     /// had (see [`rows`]).
     rows: Rows,
+    /// What the block files held of the keys runs of pops read next
+    /// (see [`ahead`]).
+    ahead: Ahead,
     /// The keys connections watch.
     watches: RefCell<Watches>,
     /// The clients blocked on keys.
@@ -310,6 +314,7 @@ impl<'a> Shard<'a> {
             next_seq: std::cell::Cell::new(0),
             dirty_bytes: std::cell::Cell::new(0),
             rows: Rows::new(row_cache),
+            ahead: Ahead::default(),
             watches: RefCell::new(Watches::default()),
             blocking: RefCell::new(Blocking::default()),
             pubsub: RefCell::new(PubSub::default()),
@@ -470,30 +475,17 @@ impl<'a> Shard<'a> {
     /// [`Shard::get`], the value shared with the dirty table or the row
     /// cache rather than copied (a GET copies it once, into its reply).
     pub fn get_shared(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Row, EngineError> {
-        if let Some(d) = self.dirty.borrow().get(key) {
-            deps.merge(&d.deps);
-            return Ok(d.value.clone());
-        }
-        if let Some(why) = self.lost.borrow().get(key) {
-            return Err(lost_write(why));
-        }
-        // The memstores first: they have every write the dirty table let
-        // go of, and the row cache only what the block files hold.
-        let below = match self.engine.get_memstores(key) {
-            PointRead::Memstore(value) => return Ok(value.map(Rc::new)),
-            PointRead::Below(below) => below,
-        };
-        if let Some(row) = self.rows.get(key, below.epoch()) {
-            return Ok(row);
-        }
-        let found: Row = self.engine.get_below(&below, key)?.map(Rc::new);
-        self.rows.fill(key, found.clone(), below.epoch());
-        Ok(found)
+        self.read_row(key, None, deps)
     }
 
-    /// What the row cache holds and has served.
+    /// What the row cache holds and has served, and the read-ahead.
     pub fn row_stats(&self) -> RowStats {
-        self.rows.stats()
+        let (ahead_hits, ahead_reads) = self.ahead.stats();
+        RowStats {
+            ahead_hits,
+            ahead_reads,
+            ..self.rows.stats()
+        }
     }
 
     /// Applies `writes` (one command's) at once and queues them for the
@@ -831,6 +823,7 @@ impl<'a> Shard<'a> {
 }
 
 pub mod access;
+mod ahead;
 pub mod blocking;
 pub mod busy;
 #[cfg(test)]

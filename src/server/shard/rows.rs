@@ -80,6 +80,10 @@ pub struct RowStats {
     pub entries: u64,
     pub hits: u64,
     pub misses: u64,
+    /// Windows of keys read ahead for runs of pops (see [`super::ahead`]),
+    /// and reads they answered.
+    pub ahead_reads: u64,
+    pub ahead_hits: u64,
 }
 
 impl Rows {
@@ -187,6 +191,8 @@ impl Rows {
             entries,
             hits: self.hits.get(),
             misses: self.misses.get(),
+            ahead_reads: 0,
+            ahead_hits: 0,
         }
     }
 }
