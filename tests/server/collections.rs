@@ -374,7 +374,10 @@ fn popping_a_list_from_its_block_files_hands_out_each_element_once_in_order() {
             } else {
                 model.pop_back()
             };
-            assert!(g == want, "round {round}, pop {i}: {g:.20?} where {want:.20?}");
+            assert!(
+                g == want,
+                "round {round}, pop {i}: {g:.20?} where {want:.20?}"
+            );
         }
         if round % 7 == 0 && model.len() > 10 {
             // Elements a window read ahead holds, set anew.

@@ -36,6 +36,24 @@ fn item(key: &[u8], m: &Meta, pos: u64) -> Vec<u8> {
     keys::element(key, m.version, ITEM, &pos.to_be_bytes())
 }
 
+/// The engine keys of one list's elements, for a command that makes
+/// several: the key is escaped once, into their common prefix.
+struct Items(Vec<u8>);
+
+impl Items {
+    fn of(key: &[u8], m: &Meta) -> Items {
+        Items(keys::sub(key, m.version, ITEM, 8))
+    }
+
+    /// [`item`] at `pos`.
+    fn at(&self, pos: u64) -> Vec<u8> {
+        let mut k = Vec::with_capacity(self.0.len() + 8);
+        k.extend_from_slice(&self.0);
+        k.extend_from_slice(&pos.to_be_bytes());
+        k
+    }
+}
+
 /// Redis's range of `start..=stop` over a list of `len`, as positions
 /// from the head: `None` when empty.
 fn range(start: i64, stop: i64, len: u64) -> Option<(u64, u64)> {
@@ -126,8 +144,8 @@ impl<'a> Conn<'a> {
         &mut self,
         key: &[u8],
         m: &Meta,
-        from: u64,
-        to: u64,
+        items: &Items,
+        (from, to): (u64, u64),
         end: End,
     ) -> Res<Vec<Vec<u8>>> {
         let (head, tail) = m.ends();
@@ -135,12 +153,15 @@ impl<'a> Conn<'a> {
             End::Left => (from, to.max(from.saturating_add(POP_AHEAD).min(tail))),
             End::Right => (from.min(to.saturating_sub(POP_AHEAD).max(head)), to),
         };
-        let (near_from, near_to) = (item(key, m, near_from), item(key, m, near_to));
         let mut out = Vec::with_capacity((to - from) as usize);
         for p in from..to {
             let row = self
                 .shard
-                .get_ahead(&item(key, m, p), &near_from, &near_to, &mut self.deps)
+                .get_ahead(
+                    &items.at(p),
+                    || (items.at(near_from), items.at(near_to)),
+                    &mut self.deps,
+                )
                 .map_err(Reply::err)?;
             match row {
                 Some(v) => out.push(Rc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())),
@@ -180,6 +201,7 @@ impl<'a> Conn<'a> {
         w: &mut Writes,
     ) {
         let (mut head, mut tail) = m.ends();
+        let items = Items::of(key, m);
         for e in elems {
             let pos = match end {
                 End::Left => {
@@ -191,7 +213,7 @@ impl<'a> Conn<'a> {
                     tail - 1
                 }
             };
-            w.push((item(key, m, pos), Some(e.clone())));
+            w.push((items.at(pos), Some(e.clone())));
         }
         m.body = Body::Ends(head, tail);
     }
@@ -245,8 +267,9 @@ impl<'a> Conn<'a> {
             End::Left => (head, head + n),
             End::Right => (tail - n, tail),
         };
+        let items = Items::of(key, m);
         let mut got = if n <= 4 {
-            self.popped_items(key, m, from, to, end)?
+            self.popped_items(key, m, &items, (from, to), end)?
         } else {
             self.items(key, m, from, to)?
         };
@@ -260,7 +283,7 @@ impl<'a> Conn<'a> {
         };
         let mut writes: Writes = Vec::new();
         if m.count() > 0 {
-            writes.extend((from..to).map(|p| (item(key, m, p), None)));
+            writes.extend((from..to).map(|p| (items.at(p), None)));
         }
         self.put_list(key, m, Some(&old), &mut writes);
         Ok((got, writes))
@@ -647,5 +670,24 @@ impl<'a> Conn<'a> {
             }
         }
         Ok(Reply::NilArray)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::meta::LIST_MIDDLE;
+
+    #[test]
+    fn a_prefix_made_once_gives_every_element_key() {
+        for key in [&b"q"[..], b"", b"a\0b\0\0", b"\xff\x00"] {
+            for version in [0, 1, 1 << 40, u64::MAX] {
+                let m = Meta::collection(Type::List, version);
+                let items = Items::of(key, &m);
+                for pos in [0, 1, 255, 256, LIST_MIDDLE, u64::MAX] {
+                    assert_eq!(items.at(pos), item(key, &m, pos));
+                }
+            }
+        }
     }
 }

@@ -58,6 +58,9 @@ impl Window {
 pub struct Ahead {
     windows: RefCell<Vec<Window>>,
     next: Cell<usize>,
+    /// The window that answered last, or was read last: asked first, as
+    /// the next pop of the same list reads there.
+    last: Cell<usize>,
     /// Reads a window answered, and windows read.
     hits: Cell<u64>,
     reads: Cell<u64>,
@@ -65,7 +68,18 @@ pub struct Ahead {
 
 impl Ahead {
     fn get(&self, key: &[u8], epoch: u64) -> Option<Row> {
-        let row = self.windows.borrow().iter().find_map(|w| w.get(key, epoch));
+        let windows = self.windows.borrow();
+        let last = self.last.get();
+        let row = windows
+            .get(last)
+            .and_then(|w| w.get(key, epoch))
+            .or_else(|| {
+                windows.iter().enumerate().find_map(|(i, w)| {
+                    let row = w.get(key, epoch)?;
+                    self.last.set(i);
+                    Some(row)
+                })
+            });
         if row.is_some() {
             self.hits.set(self.hits.get() + 1);
         }
@@ -76,11 +90,13 @@ impl Ahead {
         self.reads.set(self.reads.get() + 1);
         let mut windows = self.windows.borrow_mut();
         if windows.len() < WINDOWS {
+            self.last.set(windows.len());
             windows.push(w);
             return;
         }
         let i = self.next.get();
         self.next.set((i + 1) % WINDOWS);
+        self.last.set(i);
         windows[i] = w;
     }
 
@@ -92,24 +108,24 @@ impl Ahead {
 
 impl<'a> Shard<'a> {
     /// [`Shard::get_shared`] of `key`, which the next reads follow in
-    /// `from..to` (with `from <= key < to`): when the key's memstores
-    /// and the row cache do not have it, the keys of `from..to` are read
-    /// from the block files with it, for those reads to find.
+    /// the range `near` gives (`from..to`, with `from <= key < to`): when
+    /// the key's memstores and the row cache do not have it, the keys of
+    /// that range are read from the block files with it, for those reads
+    /// to find. `near` is asked only then.
     pub fn get_ahead(
         &self,
         key: &[u8],
-        from: &[u8],
-        to: &[u8],
+        near: impl FnOnce() -> (Vec<u8>, Vec<u8>),
         deps: &mut Deps<'a>,
     ) -> Result<Row, EngineError> {
-        self.read_row(key, Some((from, to)), deps)
+        self.read_row(key, Some(near), deps)
     }
 
     /// [`Shard::get_shared`], reading ahead over `near` if it is given.
     pub(super) fn read_row(
         &self,
         key: &[u8],
-        near: Option<(&[u8], &[u8])>,
+        near: Option<impl FnOnce() -> (Vec<u8>, Vec<u8>)>,
         deps: &mut Deps<'a>,
     ) -> Result<Row, EngineError> {
         if let Some(d) = self.dirty.borrow().get(key) {
@@ -129,20 +145,25 @@ impl<'a> Shard<'a> {
         if let Some(row) = self.rows.get(key, epoch) {
             return Ok(row);
         }
-        let Some((from, to)) = near.filter(|&(f, t)| f <= key && key < t) else {
+        if near.is_some() {
+            if let Some(row) = self.ahead.get(key, epoch) {
+                return Ok(row);
+            }
+        }
+        let Some((from, to)) = near
+            .map(|near| near())
+            .filter(|(f, t)| f.as_slice() <= key && key < t.as_slice())
+        else {
             let found: Row = self.engine.get_below(&below, key)?.map(Rc::new);
             self.rows.fill(key, found.clone(), epoch);
             return Ok(found);
         };
-        if let Some(row) = self.ahead.get(key, epoch) {
-            return Ok(row);
-        }
         let BelowRange { entries, upto } =
             self.engine
-                .scan_below(&below, from, to, AHEAD_ROWS, AHEAD_BYTES)?;
+                .scan_below(&below, &from, &to, AHEAD_ROWS, AHEAD_BYTES)?;
         let w = Window {
             epoch,
-            from: from.to_vec(),
+            from,
             upto,
             rows: entries
                 .into_iter()
@@ -208,7 +229,7 @@ mod tests {
         let read = |i: u32, from: u32, to: u32| {
             let mut deps = Deps::default();
             let row = shard
-                .get_ahead(&key(i), &key(from), &key(to), &mut deps)
+                .get_ahead(&key(i), || (key(from), key(to)), &mut deps)
                 .unwrap();
             row.map(|v| v.to_vec())
         };

@@ -475,7 +475,7 @@ impl<'a> Shard<'a> {
     /// [`Shard::get`], the value shared with the dirty table or the row
     /// cache rather than copied (a GET copies it once, into its reply).
     pub fn get_shared(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Row, EngineError> {
-        self.read_row(key, None, deps)
+        self.read_row(key, None::<fn() -> (Vec<u8>, Vec<u8>)>, deps)
     }
 
     /// What the row cache holds and has served, and the read-ahead.
