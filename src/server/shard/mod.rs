@@ -300,6 +300,23 @@ fn dirty_bytes(key: &[u8], value: Option<&Rc<Vec<u8>>>) -> usize {
     key.len() + value.map_or(0, |v| v.len()) + 64
 }
 
+/// A batch whose command read what an earlier command of the same batch
+/// wrote depends on itself, a cycle of `Rc`s that only its retirement
+/// breaks (`retire` empties a batch's dependencies). A shard dropped
+/// with such batches unretired (a clean stop right after its last reply
+/// went out) breaks the cycles here, or the batches, their pending writes
+/// and so the engine would never be let go: its close would find itself
+/// still owned.
+impl Drop for Shard<'_> {
+    fn drop(&mut self) {
+        let open = self.open.borrow();
+        let flight = self.flight.borrow();
+        for b in open.iter().chain(flight.iter()) {
+            *b.deps.borrow_mut() = Deps::default();
+        }
+    }
+}
+
 impl<'a> Shard<'a> {
     /// A shard with a row cache of `row_cache` bytes (0: none).
     pub fn new(engine: &'a ServerEngine, row_cache: u64) -> Shard<'a> {

@@ -652,3 +652,39 @@ fn a_key_that_commands_of_one_submission_rewrite_is_logged_once() {
         Some(CHUNK.to_string().into_bytes())
     );
 }
+
+#[test]
+fn a_shard_dropped_before_it_retired_batches_that_depend_on_themselves_lets_them_go() {
+    let engine = testing::any_engine();
+    let weak: Vec<Weak<Batch<'_>>>;
+    {
+        let shard = Shard::new(&engine, 1 << 20);
+        // The turn's `sync` batch writes x; its `write` batch reads x and
+        // writes y; the `sync` batch after it reads y and writes z, and
+        // reads z and writes x again: a batch whose writes read its own
+        // depends on itself until it is retired.
+        let mut a = Deps::default();
+        shard.write(Durability::Sync, vec![put("x", "1")], &mut a);
+        let mut b = Deps::default();
+        shard.get(b"x", &mut b).unwrap();
+        shard.write(Durability::Write, vec![put("y", "2")], &mut b);
+        let mut c = Deps::default();
+        shard.get(b"y", &mut c).unwrap();
+        shard.write(Durability::Sync, vec![put("z", "3")], &mut c);
+        shard.get(b"z", &mut c).unwrap();
+        shard.write(Durability::Sync, vec![put("x", "4")], &mut c);
+        weak = [&a, &b, &c]
+            .iter()
+            .flat_map(|d| d.written.iter().chain(&d.synced))
+            .map(Rc::downgrade)
+            .collect();
+        shard.submit(&notify());
+        drop((a, b, c));
+    }
+    // Dropped without a `retire`: nothing of the turn is kept, and the
+    // engine is the only owner of itself again.
+    for w in weak {
+        assert!(w.upgrade().is_none(), "a batch outlived its shard");
+    }
+    engine.close().unwrap();
+}
