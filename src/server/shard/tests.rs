@@ -184,11 +184,15 @@ fn a_scan_sees_dirty_puts_and_deletes_in_order_and_whole() {
     assert_eq!(keys(100), ["a=old", "bb=new", "c=old", "d=new", "e=new"]);
 }
 
-#[test]
-fn nothing_of_a_turn_is_kept_once_it_is_acknowledged() {
-    let engine = testing::any_engine();
-    let shard = Shard::new(&engine, 1 << 20);
-    // Batches of one turn at two levels that read each other's keys.
+/// A turn whose batches at two levels read each other's keys, and whose
+/// last batch reads its own: the `sync` batch writes s1, the `write`
+/// batch reads it and writes w1, the next `sync` batch reads w1, writes
+/// s2, then reads s2 and writes s1 again (a batch that depends on
+/// itself until it is retired). The replies' dependencies, and weak
+/// references to every batch.
+fn a_turn_that_reads_its_own_writes<'a>(
+    shard: &Shard<'a>,
+) -> ([Deps<'a>; 3], Vec<Weak<Batch<'a>>>) {
     let mut one = Deps::default();
     shard.write(Durability::Sync, vec![put("s1", "1")], &mut one);
     let mut two = Deps::default();
@@ -197,13 +201,30 @@ fn nothing_of_a_turn_is_kept_once_it_is_acknowledged() {
     let mut three = Deps::default();
     shard.get(b"w1", &mut three).unwrap();
     shard.write(Durability::Sync, vec![put("s2", "1")], &mut three);
-    let mut barrier = Deps::default();
-    shard.barrier(&mut barrier);
-    let weak: Vec<Weak<Batch<'_>>> = [&one, &two, &three, &barrier]
+    shard.get(b"s2", &mut three).unwrap();
+    shard.write(Durability::Sync, vec![put("s1", "2")], &mut three);
+    let weak = [&one, &two, &three]
         .iter()
         .flat_map(|d| d.written.iter().chain(&d.synced))
         .map(Rc::downgrade)
         .collect();
+    ([one, two, three], weak)
+}
+
+#[test]
+fn nothing_of_a_turn_is_kept_once_it_is_acknowledged() {
+    let engine = testing::any_engine();
+    let shard = Shard::new(&engine, 1 << 20);
+    let ([one, two, three], mut weak) = a_turn_that_reads_its_own_writes(&shard);
+    let mut barrier = Deps::default();
+    shard.barrier(&mut barrier);
+    weak.extend(
+        barrier
+            .written
+            .iter()
+            .chain(&barrier.synced)
+            .map(Rc::downgrade),
+    );
     shard.submit(&notify());
     settle(&shard, &barrier);
     settle(&shard, &three);
@@ -656,30 +677,13 @@ fn a_key_that_commands_of_one_submission_rewrite_is_logged_once() {
 #[test]
 fn a_shard_dropped_before_it_retired_batches_that_depend_on_themselves_lets_them_go() {
     let engine = testing::any_engine();
-    let weak: Vec<Weak<Batch<'_>>>;
+    let weak;
     {
         let shard = Shard::new(&engine, 1 << 20);
-        // The turn's `sync` batch writes x; its `write` batch reads x and
-        // writes y; the `sync` batch after it reads y and writes z, and
-        // reads z and writes x again: a batch whose writes read its own
-        // depends on itself until it is retired.
-        let mut a = Deps::default();
-        shard.write(Durability::Sync, vec![put("x", "1")], &mut a);
-        let mut b = Deps::default();
-        shard.get(b"x", &mut b).unwrap();
-        shard.write(Durability::Write, vec![put("y", "2")], &mut b);
-        let mut c = Deps::default();
-        shard.get(b"y", &mut c).unwrap();
-        shard.write(Durability::Sync, vec![put("z", "3")], &mut c);
-        shard.get(b"z", &mut c).unwrap();
-        shard.write(Durability::Sync, vec![put("x", "4")], &mut c);
-        weak = [&a, &b, &c]
-            .iter()
-            .flat_map(|d| d.written.iter().chain(&d.synced))
-            .map(Rc::downgrade)
-            .collect();
+        let (replies, w) = a_turn_that_reads_its_own_writes(&shard);
+        weak = w;
         shard.submit(&notify());
-        drop((a, b, c));
+        drop(replies);
     }
     // Dropped without a `retire`: nothing of the turn is kept, and the
     // engine is the only owner of itself again.
