@@ -235,6 +235,7 @@ fn stats_section(w: &mut Section, s: &ServerMetrics) {
     let (reads, writes) = s.socket_calls();
     w.kv("total_reads_processed", reads);
     w.kv("total_writes_processed", writes);
+    w.kv("gathered_connections", s.gathered_total());
     w.kv("migrate_cached_sockets", s.migrate_sockets());
     w.kv(
         "instantaneous_input_kbps",

@@ -14,6 +14,7 @@ mod collections;
 mod dump;
 mod expire;
 mod geo;
+mod group_commit;
 mod held;
 mod introspection;
 mod kill9;

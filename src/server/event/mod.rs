@@ -10,9 +10,11 @@
 //! every ready connection has and run its complete requests, each applying
 //! its writes to the shard at once and queueing its reply behind them
 //! ([`Conn`]); write each connection's encoded replies without blocking;
-//! submit the turn's batches to the engine together; let go of the
-//! batches acknowledged (their writes go into the memstores, off the path
-//! from an acknowledgement to its replies); poll again. An acknowledgement
+//! when the turn will wait for the log's FLUSH, poll again without
+//! sleeping and serve who sent requests meanwhile, so that they share its
+//! group commit; submit the turn's batches to the engine together; let go
+//! of the batches acknowledged (their writes go into the memstores, off
+//! the path from an acknowledgement to its replies); poll again. An acknowledgement
 //! wakes it ([`LoopNotify`]), so while one group commit is on its way the
 //! loop reads and runs the requests of the next.
 //!
@@ -53,6 +55,10 @@ const WAKER: Token = Token(usize::MAX);
 /// The token of the WAL devices' completion descriptors, on a loop that
 /// submits its own log writes.
 const WAL: Token = Token(usize::MAX - 1);
+
+/// Polls at most, after a turn's work, for requests that arrived while it
+/// ran, before the turn waits for the log's FLUSH.
+const GATHER_ROUNDS: usize = 4;
 
 /// How long a stopping loop goes on answering clients that read slowly.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -204,24 +210,8 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
             }
             continue;
         }
-        let mut woken = false;
-        for ev in events.iter() {
-            match ev.token() {
-                WAKER => woken = true,
-                // The turn reaps the completions.
-                WAL => {}
-                Token(i) => lp.event(
-                    i,
-                    ev.is_readable() || ev.is_read_closed() || ev.is_error(),
-                    ev.is_read_closed() || ev.is_error(),
-                    ev.is_writable() || ev.is_error(),
-                ),
-            }
-        }
-        if woken && !stopping {
-            lp.accept(poll.registry());
-        }
-        lp.turn(stopping);
+        lp.events(&events, poll.registry(), stopping);
+        lp.turn(stopping, &mut poll, &mut events);
         // A WAL device written for an online replacement joins the
         // stripe; a host watches its queue too.
         if shared.metrics.replacements.poll(&shared.engine) {
@@ -381,6 +371,27 @@ impl<'a> Loop<'a> {
         }
     }
 
+    /// Takes in what a poll reported: connections to serve, new ones.
+    fn events(&mut self, events: &Events, registry: &Registry, stopping: bool) {
+        let mut woken = false;
+        for ev in events.iter() {
+            match ev.token() {
+                WAKER => woken = true,
+                // The turn reaps the completions.
+                WAL => {}
+                Token(i) => self.event(
+                    i,
+                    ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                    ev.is_read_closed() || ev.is_error(),
+                    ev.is_writable() || ev.is_error(),
+                ),
+            }
+        }
+        if woken && !stopping {
+            self.accept(registry);
+        }
+    }
+
     fn queue(&mut self, i: usize) {
         if let Some(c) = self.conns[i].as_mut() {
             if !c.queued {
@@ -421,7 +432,7 @@ impl<'a> Loop<'a> {
                 .all(|c| c.dead || (!c.blocked && !c.conn.in_flight()))
     }
 
-    fn turn(&mut self, stopping: bool) {
+    fn turn(&mut self, stopping: bool, poll: &mut Poll, events: &mut Events) {
         self.shard.access().tick();
         // Completions of the log's writes, and the acknowledgements they
         // make, before the replies that wait for them.
@@ -471,13 +482,27 @@ impl<'a> Loop<'a> {
         }
         self.time_out_blocked();
         self.serve_blocked();
-        let work = std::mem::take(&mut self.work);
-        for i in work {
-            self.work_on(i, stopping);
-            if self.shard.has_events() {
-                self.serve_blocked();
-                self.deliver();
+        self.work_all(stopping);
+        // Clients answered early in the turn may have sent their next
+        // requests while it ran the others: when the turn ends in a wait
+        // for the log's FLUSH (a log this loop writes itself), they join
+        // it, as Redis's clients answered after its fsync are read by its
+        // next poll before it syncs again. Left to the next turn, half of
+        // a closed loop's clients went in every other group commit.
+        let hosted = self.wal.is_some();
+        for _ in 0..GATHER_ROUNDS {
+            if !hosted
+                || !self.shard.awaits_flush()
+                || poll.poll(events, Some(Duration::ZERO)).is_err()
+            {
+                break;
             }
+            self.events(events, poll.registry(), stopping);
+            if self.work.is_empty() {
+                break;
+            }
+            self.shared.metrics.gathered(self.work.len() as u64);
+            self.work_all(stopping);
         }
         // The keys written under BCAST prefixes this turn.
         self.shard.tracking().broadcast();
@@ -502,6 +527,18 @@ impl<'a> Loop<'a> {
         let (keys, bytes) = self.shard.pending();
         self.shared.metrics.set_dirty(keys as u64, bytes as u64);
         self.shared.metrics.set_rows(self.shard.row_stats());
+    }
+
+    /// Serves the connections queued.
+    fn work_all(&mut self, stopping: bool) {
+        let work = std::mem::take(&mut self.work);
+        for i in work {
+            self.work_on(i, stopping);
+            if self.shard.has_events() {
+                self.serve_blocked();
+                self.deliver();
+            }
+        }
     }
 
     /// Serves connection `i`: encodes and writes its replies, reads and

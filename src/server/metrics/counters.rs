@@ -264,6 +264,9 @@ pub struct ServerMetrics {
     /// Reads from clients' sockets that returned data, and writes to them.
     reads: AtomicU64,
     writes: AtomicU64,
+    /// Connections a turn served after its first poll, so that their
+    /// writes joined its group commit.
+    gathered: AtomicU64,
     /// MIGRATE's connections kept open.
     migrate_sockets: AtomicU64,
     protocol_errors: AtomicU64,
@@ -362,6 +365,7 @@ impl ServerMetrics {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            gathered: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             migrate_sockets: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
@@ -578,6 +582,15 @@ impl ServerMetrics {
     pub fn bytes_out(&self, n: u64) {
         self.bytes_out.fetch_add(n, Relaxed);
         self.writes.fetch_add(1, Relaxed);
+    }
+
+    /// `n` connections joined a turn's group commit late.
+    pub fn gathered(&self, n: u64) {
+        self.gathered.fetch_add(n, Relaxed);
+    }
+
+    pub fn gathered_total(&self) -> u64 {
+        self.gathered.load(Relaxed)
     }
 
     /// A client sent something that is not RESP.

@@ -241,6 +241,12 @@ pub(super) fn render_server(t: &mut Text, s: &ServerMetrics) {
         r.ahead_hits,
     );
     t.single(
+        "gathered_connections_total",
+        "counter",
+        "Connections a turn served after its first poll, whose writes joined its group commit.",
+        s.gathered_total(),
+    );
+    t.single(
         "connections_received_total",
         "counter",
         "Client connections accepted.",

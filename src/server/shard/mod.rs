@@ -600,6 +600,16 @@ impl<'a> Shard<'a> {
         }
     }
 
+    /// Whether the turn has a batch to submit that waits for the log's
+    /// FLUSH (a `sync` batch or a barrier): the turn's end will wait for
+    /// the device, so more clients may as well share that wait.
+    pub fn awaits_flush(&self) -> bool {
+        self.open
+            .borrow()
+            .iter()
+            .any(|b| b.level == Durability::Sync)
+    }
+
     /// The writes queued in the turn's batches, not yet submitted.
     #[cfg(test)]
     pub fn queued_writes(&self) -> usize {
