@@ -147,6 +147,7 @@ impl<'a> Conn<'a> {
         items: &Items,
         (from, to): (u64, u64),
         end: End,
+        deletes: &mut Writes,
     ) -> Res<Vec<Vec<u8>>> {
         let (head, tail) = m.ends();
         let (near_from, near_to) = match end {
@@ -155,10 +156,11 @@ impl<'a> Conn<'a> {
         };
         let mut out = Vec::with_capacity((to - from) as usize);
         for p in from..to {
+            let at = items.at(p);
             let row = self
                 .shard
                 .get_ahead(
-                    &items.at(p),
+                    &at,
                     || (items.at(near_from), items.at(near_to)),
                     &mut self.deps,
                 )
@@ -167,6 +169,8 @@ impl<'a> Conn<'a> {
                 Some(v) => out.push(Rc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())),
                 None => break,
             }
+            // The element's key, made once: its delete.
+            deletes.push((at, None));
         }
         self.all_there(key, out, to - from)
     }
@@ -268,10 +272,13 @@ impl<'a> Conn<'a> {
             End::Right => (tail - n, tail),
         };
         let items = Items::of(key, m);
+        let mut writes: Writes = Vec::with_capacity(n as usize + 1);
         let mut got = if n <= 4 {
-            self.popped_items(key, m, &items, (from, to), end)?
+            self.popped_items(key, m, &items, (from, to), end, &mut writes)?
         } else {
-            self.items(key, m, from, to)?
+            let got = self.items(key, m, from, to)?;
+            writes.extend((from..to).map(|p| (items.at(p), None)));
+            got
         };
         if end == End::Right {
             got.reverse();
@@ -281,9 +288,9 @@ impl<'a> Conn<'a> {
             End::Left => Body::Ends(head + n, tail),
             End::Right => Body::Ends(head, tail - n),
         };
-        let mut writes: Writes = Vec::new();
-        if m.count() > 0 {
-            writes.extend((from..to).map(|p| (items.at(p), None)));
+        // An emptied list is deleted by its metadata alone.
+        if m.count() == 0 {
+            writes.clear();
         }
         self.put_list(key, m, Some(&old), &mut writes);
         Ok((got, writes))
