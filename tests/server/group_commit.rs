@@ -8,10 +8,10 @@ use std::time::Duration;
 use crate::harness::{tempdir, Map, Server};
 use crate::info_u64;
 
-/// Client A's script writes, then runs for a second of the server's CPU
-/// time; client B's write arrives meanwhile. Both are made durable by one
-/// batch of the log, and the turn counts B as gathered. Left to the next
-/// turn, B's write took a batch of its own.
+/// Client A's script writes, then runs for 1.5 s of the server's CPU
+/// time; client B's write arrives 300 ms after A's request, meanwhile.
+/// Both are made durable by one batch of the log, and the turn counts B
+/// as gathered. Left to the next turn, B's write took a batch of its own.
 #[test]
 fn a_write_that_arrives_while_a_turn_runs_joins_its_group_commit() {
     let dir = tempdir();
@@ -28,7 +28,7 @@ fn a_write_that_arrives_while_a_turn_runs_joins_its_group_commit() {
     let slow = thread::spawn(move || {
         let script = "redis.call('SET', KEYS[1], 'a') \
              local t0 = os.clock() \
-             while os.clock() - t0 < 1 do end \
+             while os.clock() - t0 < 1.5 do end \
              return 1";
         redis::cmd("EVAL")
             .arg(script)
@@ -37,7 +37,7 @@ fn a_write_that_arrives_while_a_turn_runs_joins_its_group_commit() {
             .query::<i64>(&mut a)
             .unwrap()
     });
-    thread::sleep(Duration::from_millis(150));
+    thread::sleep(Duration::from_millis(300));
     redis::cmd("SET")
         .arg("b")
         .arg("b")

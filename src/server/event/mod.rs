@@ -10,7 +10,7 @@
 //! every ready connection has and run its complete requests, each applying
 //! its writes to the shard at once and queueing its reply behind them
 //! ([`Conn`]); write each connection's encoded replies without blocking;
-//! when the turn will wait for the log's FLUSH, poll again without
+//! when the turn submits a batch the log must FLUSH, poll again without
 //! sleeping and serve who sent requests meanwhile, so that they share its
 //! group commit; submit the turn's batches to the engine together; let go
 //! of the batches acknowledged (their writes go into the memstores, off
@@ -57,7 +57,7 @@ const WAKER: Token = Token(usize::MAX);
 const WAL: Token = Token(usize::MAX - 1);
 
 /// Polls at most, after a turn's work, for requests that arrived while it
-/// ran, before the turn waits for the log's FLUSH.
+/// ran, before the turn submits a batch the log must FLUSH.
 const GATHER_ROUNDS: usize = 4;
 
 /// How long a stopping loop goes on answering clients that read slowly.
@@ -484,11 +484,12 @@ impl<'a> Loop<'a> {
         self.serve_blocked();
         self.work_all(stopping);
         // Clients answered early in the turn may have sent their next
-        // requests while it ran the others: when the turn ends in a wait
-        // for the log's FLUSH (a log this loop writes itself), they join
-        // it, as Redis's clients answered after its fsync are read by its
-        // next poll before it syncs again. Left to the next turn, half of
-        // a closed loop's clients went in every other group commit.
+        // requests while it ran the others: when the turn submits a batch
+        // the log must FLUSH (to a log this loop writes itself; on `psync`
+        // the turn then waits for the FLUSH), they join it, as Redis's
+        // clients answered after its fsync are read by its next poll
+        // before it syncs again. Left to the next turn, half of a closed
+        // loop's clients went in every other group commit.
         let hosted = self.wal.is_some();
         for _ in 0..GATHER_ROUNDS {
             if !hosted

@@ -601,8 +601,8 @@ impl<'a> Shard<'a> {
     }
 
     /// Whether the turn has a batch to submit that waits for the log's
-    /// FLUSH (a `sync` batch or a barrier): the turn's end will wait for
-    /// the device, so more clients may as well share that wait.
+    /// FLUSH (a `sync` batch or a barrier): more clients may as well share
+    /// that FLUSH.
     pub fn awaits_flush(&self) -> bool {
         self.open
             .borrow()
