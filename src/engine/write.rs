@@ -179,6 +179,9 @@ impl<D: Device<Queue: Send> + Clone> InFlight<D> {
             // together under one lock of the memstore.
             loop {
                 let tickets = &g.admission.tickets()[g.admission.inserted()..];
+                // Room for the run at once: a group of hundreds of writes
+                // grown a doubling at a time is copied a dozen times.
+                run.reserve(tickets.len());
                 let mut n = 0;
                 for t in tickets {
                     if !t.is_done() && (n > 0 || !wait) {

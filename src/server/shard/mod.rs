@@ -89,12 +89,13 @@ enum State<'a> {
 }
 
 impl<'a> Batch<'a> {
-    fn new(seq: u64, level: Durability) -> Batch<'a> {
+    /// A batch with room for `writes` writes of `commands` commands.
+    fn new(seq: u64, level: Durability, (writes, commands): (usize, usize)) -> Batch<'a> {
         Batch {
             seq,
             level,
-            writes: RefCell::new(Vec::new()),
-            ends: RefCell::new(Vec::new()),
+            writes: RefCell::new(Vec::with_capacity(writes)),
+            ends: RefCell::new(Vec::with_capacity(commands)),
             later: RefCell::new(Vec::new()),
             keys: RefCell::new(Vec::new()),
             deps: RefCell::new(Deps::default()),
@@ -254,6 +255,11 @@ pub struct Shard<'a> {
     /// Submitted batches whose keys are still dirty.
     flight: RefCell<VecDeque<Rc<Batch<'a>>>>,
     next_seq: std::cell::Cell<u64>,
+    /// The writes and commands of the last batch submitted: a new batch
+    /// starts with room for as many (see [`SIZE_HINT_MAX`]), so a turn
+    /// of hundreds of commands does not grow its queue a dozen times,
+    /// each growth a copy of it into memory the CPU's cache has not seen.
+    size_hint: std::cell::Cell<(usize, usize)>,
     /// What the dirty keys hold, by [`dirty_bytes`].
     dirty_bytes: std::cell::Cell<usize>,
     /// What the block files held of keys read lately that no memstore
@@ -295,6 +301,10 @@ fn lost_write(why: &str) -> EngineError {
     ))
 }
 
+/// The most writes (and commands) a new batch makes room for ahead: a
+/// batch of a big transaction does not leave every later one as large.
+const SIZE_HINT_MAX: usize = 4096;
+
 /// A dirty key's bytes as [`Shard::pending_bytes`] counts them.
 fn dirty_bytes(key: &[u8], value: Option<&Rc<Vec<u8>>>) -> usize {
     key.len() + value.map_or(0, |v| v.len()) + 64
@@ -329,6 +339,7 @@ impl<'a> Shard<'a> {
             open: RefCell::new(Vec::new()),
             flight: RefCell::new(VecDeque::new()),
             next_seq: std::cell::Cell::new(0),
+            size_hint: std::cell::Cell::new((0, 0)),
             dirty_bytes: std::cell::Cell::new(0),
             rows: Rows::new(row_cache),
             ahead: Ahead::default(),
@@ -476,7 +487,7 @@ impl<'a> Shard<'a> {
         }
         let seq = self.next_seq.get();
         self.next_seq.set(seq + 1);
-        let b = Rc::new(Batch::new(seq, level));
+        let b = Rc::new(Batch::new(seq, level, self.size_hint.get()));
         open.push(b.clone());
         b
     }
@@ -587,6 +598,9 @@ impl<'a> Shard<'a> {
                 None => {
                     if let Some(i) = before {
                         let mut later = b.later.borrow_mut();
+                        // Room for every write the queue has room for.
+                        let room = queued.capacity().saturating_sub(later.len());
+                        later.reserve(room);
                         later.resize(queued.len(), u32::MAX);
                         later[i] = u32::try_from(queued.len()).expect("fewer than 2^32 writes");
                     }
@@ -645,6 +659,10 @@ impl<'a> Shard<'a> {
             let writes = std::mem::take(&mut *b.writes.borrow_mut());
             let ends = std::mem::take(&mut *b.ends.borrow_mut());
             let later = std::mem::take(&mut *b.later.borrow_mut());
+            self.size_hint.set((
+                writes.len().min(SIZE_HINT_MAX),
+                ends.len().min(SIZE_HINT_MAX),
+            ));
             let state = if writes.is_empty() {
                 // A barrier.
                 match self.engine.wal().barrier() {
@@ -659,12 +677,15 @@ impl<'a> Shard<'a> {
             };
             // A key written again later in the batch is listed once, at
             // its last write: retirement takes it out of the dirty table once.
-            *b.keys.borrow_mut() = writes
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| later.get(*i).is_none_or(|&l| l == u32::MAX))
-                .map(|(_, (k, _))| k)
-                .collect();
+            let mut keys = Vec::with_capacity(writes.len());
+            keys.extend(
+                writes
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| later.get(*i).is_none_or(|&l| l == u32::MAX))
+                    .map(|(_, (k, _))| k),
+            );
+            *b.keys.borrow_mut() = keys;
             // Never asked before now: `is_done` remembers a `true`.
             debug_assert!(matches!(*b.state.borrow(), State::Open) && !b.done.get());
             *b.state.borrow_mut() = state;
@@ -734,13 +755,11 @@ impl<'a> Shard<'a> {
         pendings: &mut Vec<Pending<'a, AnyDevice>>,
     ) -> Result<(), String> {
         let replaced = |i: usize| later.get(i).is_some_and(|&l| (l as usize) < to);
-        let refs: Vec<(&[u8], Option<&[u8]>)> = (from..to)
-            .filter(|&i| !replaced(i))
-            .map(|i| {
-                let (k, v) = &writes[i];
-                (&**k, v.as_deref().map(Vec::as_slice))
-            })
-            .collect();
+        let mut refs: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(to - from);
+        refs.extend((from..to).filter(|&i| !replaced(i)).map(|i| {
+            let (k, v) = &writes[i];
+            (&**k, v.as_deref().map(Vec::as_slice))
+        }));
         let p = self
             .engine
             .submit(&refs, Some(level))
