@@ -161,6 +161,10 @@ pub struct Conn<'a> {
     /// What the command running now has read and written: its reply waits
     /// for these.
     pub deps: Deps<'a>,
+    /// The metadata key the last lookup made, for the command's write of
+    /// that key's metadata to take rather than make again
+    /// (`Conn::meta_key`).
+    pub(super) meta_key: std::cell::Cell<Option<Vec<u8>>>,
     slots: VecDeque<Slot<'a>>,
     /// The slots' weight in all.
     held: usize,
@@ -241,6 +245,7 @@ impl<'a> Conn<'a> {
             blocked: None,
             subs: Subscriptions::default(),
             reply_mode: ReplyMode::On,
+            meta_key: std::cell::Cell::new(None),
         }
     }
 

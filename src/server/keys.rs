@@ -106,6 +106,15 @@ pub fn meta(key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Whether `engine_key` is [`meta`]`(key)`, for a `key` without zero
+/// bytes (for one with them: false, and its key is made again).
+pub fn is_meta_of(engine_key: &[u8], key: &[u8]) -> bool {
+    engine_key.len() == key.len() + 3
+        && engine_key.starts_with(key)
+        && engine_key[key.len()..] == [0, 1, META]
+        && memchr::memchr(0, key).is_none()
+}
+
 /// Where the sub-keys of `key` at `version` with `tag` start: the
 /// sub-key of an element is this followed by the element's bytes.
 pub fn sub(key: &[u8], version: u64, tag: u8, extra: usize) -> Vec<u8> {
@@ -263,6 +272,22 @@ pub fn decode(engine_key: &[u8]) -> Option<(Vec<u8>, Part<'_>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A metadata key is taken for a key's only when it is that key's:
+    /// never for a key with zero bytes, whose escaping it could mimic.
+    #[test]
+    fn a_metadata_key_is_recognised_only_as_its_own_keys() {
+        assert!(is_meta_of(&meta(b"user:1"), b"user:1"));
+        assert!(!is_meta_of(&meta(b"user:1"), b"user:2"));
+        assert!(!is_meta_of(&meta(b"user:1"), b"user:"));
+        assert!(!is_meta_of(&meta(b"user"), b"user:1"));
+        assert!(!is_meta_of(&sub(b"user:1", 1, ITEM, 0), b"user:1"));
+        // `a\0b` escapes to `a\0\xffb`: its metadata key is not the one
+        // of the key `a\0\xffb`, and one with a zero byte is made again.
+        assert!(!is_meta_of(&meta(b"a\0b"), b"a\0\xffb"));
+        assert!(!is_meta_of(&meta(b"a\0b"), b"a\0b"));
+        assert!(is_meta_of(&meta(b""), b""));
+    }
 
     #[test]
     fn the_expiry_index_and_score_order_are_ranged_and_items_and_entries_read_once() {

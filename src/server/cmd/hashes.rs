@@ -151,10 +151,10 @@ impl<'a> Conn<'a> {
         let left = m.count().saturating_sub(removed);
         if left == 0 {
             // The last field: the hash is gone, and with it every field.
-            writes.push((keys::meta(key), None));
+            writes.push((self.meta_key(key), None));
         } else {
             m.set_count(left);
-            writes.push((keys::meta(key), Some(m.encode())));
+            writes.push((self.meta_key(key), Some(m.encode())));
         }
         self.write(writes);
         self.notify(HASH, "hdel", key);

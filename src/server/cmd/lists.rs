@@ -189,7 +189,7 @@ impl<'a> Conn<'a> {
     /// Writes list metadata `m` (deleting the key once it is empty).
     fn put_list(&self, key: &[u8], m: &Meta, old: Option<&Meta>, writes: &mut Writes) {
         if m.count() == 0 {
-            writes.push((keys::meta(key), None));
+            writes.push((self.meta_key(key), None));
         } else {
             self.put(key, m, old, writes);
         }
@@ -495,7 +495,7 @@ impl<'a> Conn<'a> {
         let old = m.clone();
         let mut writes = Vec::new();
         if removed == all.len() {
-            writes.push((keys::meta(key), None));
+            writes.push((self.meta_key(key), None));
         } else {
             let first = gone.iter().position(|&g| g).expect("one is gone");
             let last = gone.iter().rposition(|&g| g).expect("one is gone");
@@ -533,7 +533,7 @@ impl<'a> Conn<'a> {
         let mut writes = Vec::new();
         let emptied = range(start, stop, m.count()).is_none();
         match range(start, stop, m.count()) {
-            None => writes.push((keys::meta(key), None)),
+            None => writes.push((self.meta_key(key), None)),
             Some((a, b)) => {
                 let (new_head, new_tail) = (head + a, head + b + 1);
                 if (new_head, new_tail) == (head, tail) {

@@ -311,7 +311,7 @@ impl<'a> Conn<'a> {
         if m.expire_at.is_some() && m.expired(self.now()) {
             let mut writes = Vec::new();
             index_expiry(key, None, m.expire_at, &mut writes);
-            writes.push((keys::meta(key), None));
+            writes.push((self.meta_key(key), None));
             self.write(writes);
             self.shared.metrics.key_expired();
             self.notify(notify::EXPIRED, "expired", key);
@@ -323,10 +323,11 @@ impl<'a> Conn<'a> {
     /// `key`'s metadata, `None` when the key does not exist.
     pub(super) fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
         self.looked_up(key);
-        let raw = self
-            .shard
-            .get_shared(&keys::meta(key), &mut self.deps)
-            .map_err(Reply::err)?;
+        let meta_key = keys::meta(key);
+        let raw = self.shard.get_shared(&meta_key, &mut self.deps);
+        // A write of the key's metadata takes it (`meta_key`).
+        self.meta_key.set(Some(meta_key));
+        let raw = raw.map_err(Reply::err)?;
         let Some(raw) = raw else {
             self.missed(key);
             return Ok(None);
@@ -340,6 +341,15 @@ impl<'a> Conn<'a> {
         } else {
             self.missed(key);
             Ok(None)
+        }
+    }
+
+    /// `key`'s metadata key: the one its lookup made, if it was the last
+    /// made, or a new one. A read-modify-write escapes its key once.
+    fn meta_key(&self, key: &[u8]) -> Vec<u8> {
+        match self.meta_key.take() {
+            Some(k) if keys::is_meta_of(&k, key) => k,
+            _ => keys::meta(key),
         }
     }
 
@@ -376,7 +386,7 @@ impl<'a> Conn<'a> {
         // A write is an access, as a read is.
         self.shard.access().touch(key);
         index_expiry(key, m.expire_at, old.and_then(|o| o.expire_at), writes);
-        writes.push((keys::meta(key), Some(m.encode())));
+        writes.push((self.meta_key(key), Some(m.encode())));
     }
 
     /// Applies one command's writes on the shard at once; they go to the

@@ -146,7 +146,7 @@ impl<'a> Conn<'a> {
         let left = m.count().saturating_sub(members.len() as u64);
         if left == 0 {
             // The last member: the set is gone, and with it every member.
-            writes.push((keys::meta(key), None));
+            writes.push((self.meta_key(key), None));
             return;
         }
         for mem in members {
@@ -154,7 +154,7 @@ impl<'a> Conn<'a> {
         }
         let mut next = m.clone();
         next.set_count(left);
-        writes.push((keys::meta(key), Some(next.encode())));
+        writes.push((self.meta_key(key), Some(next.encode())));
     }
 
     fn srem(&mut self, key: &[u8], members: &[Vec<u8>]) -> Res<Reply> {

@@ -118,7 +118,7 @@ impl<'a> Conn<'a> {
         if expire_at.is_some_and(|at| at <= self.now()) {
             // Already expired: the key is gone.
             index_expiry(key, None, before, writes);
-            writes.push((keys::meta(key), None));
+            writes.push((self.meta_key(key), None));
             return Ok(());
         }
         index_expiry(key, expire_at, before, writes);
@@ -140,7 +140,7 @@ impl<'a> Conn<'a> {
             }
             None => Meta::string(self.new_version()?, value, None),
         };
-        self.write(vec![(keys::meta(key), Some(m.encode()))]);
+        self.write(vec![(self.meta_key(key), Some(m.encode()))]);
         Ok(())
     }
 
@@ -279,7 +279,7 @@ impl<'a> Conn<'a> {
             Some(Some(at)) if at <= self.now() => {
                 let mut writes = Vec::new();
                 index_expiry(key, None, m.expire_at, &mut writes);
-                writes.push((keys::meta(key), None));
+                writes.push((self.meta_key(key), None));
                 self.write(writes);
                 self.notify(GENERIC, "del", key);
             }

@@ -166,7 +166,7 @@ impl<'a> Conn<'a> {
     fn remove_scored(&self, key: &[u8], m: &Meta, members: &[(Vec<u8>, f64)], w: &mut Writes) {
         let left = m.count().saturating_sub(members.len() as u64);
         if left == 0 {
-            w.push((keys::meta(key), None));
+            w.push((self.meta_key(key), None));
             return;
         }
         for (mem, s) in members {
@@ -178,7 +178,7 @@ impl<'a> Conn<'a> {
         }
         let mut next = m.clone();
         next.set_count(left);
-        w.push((keys::meta(key), Some(next.encode())));
+        w.push((self.meta_key(key), Some(next.encode())));
     }
 
     /// Members in score order from `from` (a sub-key of the score order)
