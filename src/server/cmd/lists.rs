@@ -4,8 +4,6 @@
 //! LINDEX one lookup and LRANGE reads only what it returns. An insert or
 //! removal inside the list moves the elements on its shorter side.
 
-use std::rc::Rc;
-
 use super::{integer, mpop_args, not_integer, syntax_error, wrong_type, Res, Writes};
 use crate::server::conn::Conn;
 use crate::server::keys::{self, ITEM};
@@ -166,7 +164,7 @@ impl<'a> Conn<'a> {
                 )
                 .map_err(Reply::err)?;
             match row {
-                Some(v) => out.push(Rc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())),
+                Some(v) => out.push(v),
                 None => break,
             }
             // The element's key, made once: its delete.

@@ -117,20 +117,20 @@ impl<'a> Shard<'a> {
         key: &[u8],
         near: impl FnOnce() -> (Vec<u8>, Vec<u8>),
         deps: &mut Deps<'a>,
-    ) -> Result<Row, EngineError> {
-        self.read_row(key, Some(near), deps)
+    ) -> Result<Option<Vec<u8>>, EngineError> {
+        self.read(key, Some(near), deps).map(Found::owned)
     }
 
     /// [`Shard::get_shared`], reading ahead over `near` if it is given.
-    pub(super) fn read_row(
+    pub(super) fn read(
         &self,
         key: &[u8],
         near: Option<impl FnOnce() -> (Vec<u8>, Vec<u8>)>,
         deps: &mut Deps<'a>,
-    ) -> Result<Row, EngineError> {
+    ) -> Result<Found, EngineError> {
         if let Some(d) = self.dirty.borrow().get(key) {
             deps.merge(&d.deps);
-            return Ok(d.value.clone());
+            return Ok(Found::Shared(d.value.clone()));
         }
         if let Some(why) = self.lost.borrow().get(key) {
             return Err(super::lost_write(why));
@@ -138,16 +138,18 @@ impl<'a> Shard<'a> {
         // The memstores first: they have every write the dirty table let
         // go of, and the row cache only what the block files hold.
         let below = match self.engine.get_memstores(key) {
-            PointRead::Memstore(value) => return Ok(value.map(Rc::new)),
+            // The memstore's copy is the reader's: no `Rc` to wrap it in
+            // for a reader that takes it (a pop, a `get`).
+            PointRead::Memstore(value) => return Ok(Found::Owned(value)),
             PointRead::Below(below) => below,
         };
         let epoch = below.epoch();
         if let Some(row) = self.rows.get(key, epoch) {
-            return Ok(row);
+            return Ok(Found::Shared(row));
         }
         if near.is_some() {
             if let Some(row) = self.ahead.get(key, epoch) {
-                return Ok(row);
+                return Ok(Found::Shared(row));
             }
         }
         let Some((from, to)) = near
@@ -156,7 +158,7 @@ impl<'a> Shard<'a> {
         else {
             let found: Row = self.engine.get_below(&below, key)?.map(Rc::new);
             self.rows.fill(key, found.clone(), epoch);
-            return Ok(found);
+            return Ok(Found::Shared(found));
         };
         let BelowRange { entries, upto } =
             self.engine
@@ -176,7 +178,33 @@ impl<'a> Shard<'a> {
             None => self.engine.get_below(&below, key)?.map(Rc::new),
         };
         self.ahead.put(w);
-        Ok(found)
+        Ok(Found::Shared(found))
+    }
+}
+
+/// What a point read found: the memstore's copy, the reader's own, or a
+/// row shared with the dirty table or the caches.
+pub(super) enum Found {
+    Owned(Option<Vec<u8>>),
+    Shared(Row),
+}
+
+impl Found {
+    /// As a row to share.
+    pub(super) fn row(self) -> Row {
+        match self {
+            Found::Owned(v) => v.map(Rc::new),
+            Found::Shared(r) => r,
+        }
+    }
+
+    /// As the reader's own value: a shared row is copied unless no one
+    /// else holds it.
+    pub(super) fn owned(self) -> Option<Vec<u8>> {
+        match self {
+            Found::Owned(v) => v,
+            Found::Shared(r) => r.map(|v| Rc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())),
+        }
     }
 }
 
@@ -220,10 +248,9 @@ mod tests {
         let shard = Shard::new(&engine, 1 << 20);
         let read = |i: u32, from: u32, to: u32| {
             let mut deps = Deps::default();
-            let row = shard
+            shard
                 .get_ahead(&key(i), || (key(from), key(to)), &mut deps)
-                .unwrap();
-            row.map(|v| v.to_vec())
+                .unwrap()
         };
         // Runs of pops from either end, and windows that a cut or the
         // end of the range leaves short; every answer is the engine's.

@@ -495,15 +495,15 @@ impl<'a> Shard<'a> {
     /// The value of engine key `key` as the shard's commands see it; what
     /// the reply then depends on goes to `deps`.
     pub fn get(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Option<Vec<u8>>, EngineError> {
-        Ok(self
-            .get_shared(key, deps)?
-            .map(|v| Rc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())))
+        self.read(key, None::<fn() -> (Vec<u8>, Vec<u8>)>, deps)
+            .map(ahead::Found::owned)
     }
 
     /// [`Shard::get`], the value shared with the dirty table or the row
     /// cache rather than copied (a GET copies it once, into its reply).
     pub fn get_shared(&self, key: &[u8], deps: &mut Deps<'a>) -> Result<Row, EngineError> {
-        self.read_row(key, None::<fn() -> (Vec<u8>, Vec<u8>)>, deps)
+        self.read(key, None::<fn() -> (Vec<u8>, Vec<u8>)>, deps)
+            .map(ahead::Found::row)
     }
 
     /// What the row cache holds and has served, and the read-ahead.
