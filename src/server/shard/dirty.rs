@@ -31,6 +31,10 @@ pub struct DirtyTable<T> {
     /// Keys whose entries were made since the last scan, with the
     /// entries' serials.
     fresh: Vec<(Rc<[u8]>, u64)>,
+    /// `fresh` and `order` were let go (writes outran scans): the next
+    /// scan orders the table's keys afresh, and until then a new entry is
+    /// listed nowhere.
+    unlisted: bool,
     serial: u64,
 }
 
@@ -40,6 +44,7 @@ impl<T> Default for DirtyTable<T> {
             map: HashMap::default(),
             order: BTreeSet::new(),
             fresh: Vec::new(),
+            unlisted: false,
             serial: 0,
         }
     }
@@ -72,14 +77,20 @@ impl<T> DirtyTable<T> {
         let value = make(None);
         self.serial += 1;
         let serial = self.serial;
-        self.fresh.push((e.key().clone(), serial));
+        if !self.unlisted {
+            self.fresh.push((e.key().clone(), serial));
+        }
         e.insert(Listed { serial, value });
-        // Listings of removed entries are dropped once they outnumber
-        // the entries, so the list stays in proportion to the table.
+        // Once the listings outnumber the entries (most of them of
+        // entries since removed: a write load that scans seldom, as the
+        // active expiry cycle does ten times a second), both lists are
+        // let go, and the next scan orders the entries there are then:
+        // cheaper than sorting the listings, and the writes until then
+        // list nothing.
         if self.fresh.len() > 2 * self.map.len() + 1024 {
-            let map = &self.map;
-            self.fresh
-                .retain(|(k, s)| map.get(&**k).is_some_and(|l| l.serial == *s));
+            self.fresh = Vec::new();
+            self.order.clear();
+            self.unlisted = true;
         }
         None
     }
@@ -115,6 +126,11 @@ impl<T> DirtyTable<T> {
     /// Puts the fresh keys in order, and drops the removed keys from the
     /// order once they outnumber the present ones.
     fn sort_fresh(&mut self) {
+        if self.unlisted {
+            self.order = self.map.keys().cloned().collect();
+            self.unlisted = false;
+            return;
+        }
         let mut fresh = std::mem::take(&mut self.fresh);
         fresh.sort_unstable();
         for (k, serial) in fresh {
@@ -183,6 +199,12 @@ mod tests {
             assert_eq!(t.take_if(b"hot"[..].into(), |_| true), Ok(i));
         }
         assert!(t.fresh.len() <= 1024 + 2, "{}", t.fresh.len());
+        assert!(t.unlisted, "the listings were let go");
+        // Written and removed keys, then a scan: the entries there are.
+        t.put(b"kept"[..].into(), |_| 7);
+        assert_eq!(keys(&mut t, b"", None), [("kept".into(), 7)]);
+        assert!(!t.unlisted);
+        assert_eq!(t.take_if(b"kept"[..].into(), |_| true), Ok(7));
         // Many keys scanned, then removed.
         for i in 0..10_000u32 {
             t.put(format!("k{i:05}").as_bytes().into(), |_| i);
