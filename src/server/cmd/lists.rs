@@ -142,7 +142,6 @@ impl<'a> Conn<'a> {
         &mut self,
         key: &[u8],
         m: &Meta,
-        items: &Items,
         (from, to): (u64, u64),
         end: End,
         deletes: &mut Writes,
@@ -154,12 +153,14 @@ impl<'a> Conn<'a> {
         };
         let mut out = Vec::with_capacity((to - from) as usize);
         for p in from..to {
-            let at = items.at(p);
+            // Made whole at once: a pop of one element (most pops) makes
+            // one key, not a prefix and then the key.
+            let at = item(key, m, p);
             let row = self
                 .shard
                 .get_ahead(
                     &at,
-                    || (items.at(near_from), items.at(near_to)),
+                    || (item(key, m, near_from), item(key, m, near_to)),
                     &mut self.deps,
                 )
                 .map_err(Reply::err)?;
@@ -269,11 +270,11 @@ impl<'a> Conn<'a> {
             End::Left => (head, head + n),
             End::Right => (tail - n, tail),
         };
-        let items = Items::of(key, m);
         let mut writes: Writes = Vec::with_capacity(n as usize + 1);
         let mut got = if n <= 4 {
-            self.popped_items(key, m, &items, (from, to), end, &mut writes)?
+            self.popped_items(key, m, (from, to), end, &mut writes)?
         } else {
+            let items = Items::of(key, m);
             let got = self.items(key, m, from, to)?;
             writes.extend((from..to).map(|p| (items.at(p), None)));
             got
