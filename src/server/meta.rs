@@ -83,7 +83,10 @@ pub enum Body {
     Value(Rc<Vec<u8>>, usize),
     /// How many elements a hash, set or sorted set has.
     Count(u64),
-    /// Where a list's elements are: positions head..tail.
+    /// Where a list's elements are: positions head..tail. Only those
+    /// are read. A pop or a trim moves an end and writes nothing else:
+    /// the elements it leaves outside stay until compaction drops them
+    /// (a later push that takes a position back writes it first).
     Ends(u64, u64),
     /// A stream's state.
     Stream(Box<StreamState>),
@@ -364,6 +367,19 @@ impl Meta {
         Some(u64::from_le_bytes(raw.get(2..10)?.try_into().ok()?))
     }
 
+    /// The head and tail positions in list metadata `raw` (`None` for
+    /// any other type, or metadata this server cannot read), without
+    /// decoding the rest: what the compaction filter asks of each list.
+    pub fn list_ends_of(raw: &[u8]) -> Option<(u64, u64)> {
+        if Type::of_tag(*raw.first()?)? != Type::List || Meta::version_of(raw).is_none() {
+            return None;
+        }
+        let at = raw.len() - 16;
+        let word = |i: usize| u64::from_le_bytes(raw[i..i + 8].try_into().expect("8 bytes"));
+        let (h, t) = (word(at), word(at + 8));
+        (h <= t).then_some((h, t))
+    }
+
     /// Whether the key has expired at `now` (milliseconds).
     pub fn expired(&self, now: u64) -> bool {
         self.expire_at.is_some_and(|at| at <= now)
@@ -405,6 +421,8 @@ mod tests {
         for m in all {
             let raw = m.encode();
             assert_eq!(Meta::version_of(&raw), Some(m.version));
+            let ends = (m.kind == Type::List).then(|| m.ends());
+            assert_eq!(Meta::list_ends_of(&raw), ends);
             let body = match m.kind {
                 Type::Stream => 8 * STREAM_WORDS,
                 _ => 16,
@@ -421,6 +439,14 @@ mod tests {
         let mut backwards = Meta::collection(Type::List, 1);
         backwards.body = Body::Ends(7, 3);
         assert_eq!(Meta::decode(backwards.encode()), None);
+        assert_eq!(Meta::list_ends_of(&backwards.encode()), None);
+        let mut expiring = Meta::collection(Type::List, 1);
+        expiring.expire_at = Some(9);
+        expiring.body = Body::Ends(2, 5);
+        assert_eq!(Meta::list_ends_of(&expiring.encode()), Some((2, 5)));
+        let mut cut = expiring.encode();
+        cut.pop();
+        assert_eq!(Meta::list_ends_of(&cut), None);
         assert_eq!(Meta::decode(b"s\x01aaaaaaaa".to_vec()), None);
     }
 }

@@ -758,3 +758,96 @@ fn deleting_a_collection_of_any_size_is_one_write() {
         ["new"]
     );
 }
+
+#[test]
+fn a_pop_or_a_trim_writes_the_metadata_alone_and_compaction_drops_what_it_left() {
+    let dir = tempdir();
+    let map = Map {
+        data_size: "128MiB",
+        ..Map::default()
+    };
+    let s = Server::start(dir.path(), &map);
+    let mut c = s.client();
+    // A queue that is never empty: each round pushes 2,000 elements of
+    // 1 KiB, pops 1,000 and trims 500 more, so its block files fill with
+    // elements outside its ends (of its one version), 200 MiB of them in
+    // 100 rounds on a 128 MiB device, unless compactions drop them.
+    let value = |i: usize| format!("{i:07}{}", "v".repeat(1000));
+    let mut model: VecDeque<String> = VecDeque::new();
+    let mut next = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut round = 0;
+    while round < 100 || info_u64(&mut c, "persistence", "compaction_filtered") == 0 {
+        assert!(Instant::now() < deadline, "no compaction dropped anything");
+        round += 1;
+        let values: Vec<String> = (next..next + 2000).map(value).collect();
+        next += 2000;
+        for chunk in values.chunks(200) {
+            let mut cmd = redis::cmd("RPUSH");
+            cmd.arg("q").arg(chunk);
+            cmd.query::<i64>(&mut c).unwrap();
+        }
+        model.extend(values);
+        let popped: Vec<String> = q(&mut c, &["LPOP", "q", "1000"]);
+        for p in popped {
+            assert_eq!(Some(p), model.pop_front());
+        }
+        assert_eq!(q::<String>(&mut c, &["LTRIM", "q", "500", "-1"]), "OK");
+        model.drain(..500);
+    }
+    q::<i64>(
+        &mut c,
+        &[
+            "RPUSH", "l", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j",
+        ],
+    );
+    let records = |c: &mut redis::Connection| info_u64(c, "wal", "wal_records");
+    let before = records(&mut c);
+    assert_eq!(q::<String>(&mut c, &["LPOP", "l"]), "a");
+    assert_eq!(q::<Vec<String>>(&mut c, &["RPOP", "l", "2"]), ["j", "i"]);
+    assert_eq!(q::<String>(&mut c, &["LTRIM", "l", "1", "-2"]), "OK");
+    // The same list: the element at its new head, and the metadata.
+    assert_eq!(
+        q::<String>(&mut c, &["LMOVE", "l", "l", "RIGHT", "LEFT"]),
+        "g"
+    );
+    assert_eq!(records(&mut c) - before, 5);
+    let live = strings(&["g", "c", "d", "e", "f"]);
+    assert_eq!(q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]), live);
+    // What the pops left outside the ends is no element of a copy.
+    let dump: Vec<u8> = q(&mut c, &["DUMP", "l"]);
+    let mut restore = redis::cmd("RESTORE");
+    restore.arg("restored").arg(0).arg(dump);
+    restore.query::<()>(&mut c).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["COPY", "l", "copied"]), 1);
+    q::<()>(&mut c, &["RENAME", "copied", "renamed"]);
+    for k in ["restored", "renamed"] {
+        assert_eq!(
+            q::<Vec<String>>(&mut c, &["LRANGE", k, "0", "-1"]),
+            live,
+            "{k}"
+        );
+    }
+    // Positions taken back are written again.
+    q::<i64>(&mut c, &["LPUSH", "l", "x", "y"]);
+    q::<i64>(&mut c, &["RPUSH", "l", "z"]);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "-1"]),
+        strings(&["y", "x", "g", "c", "d", "e", "f", "z"])
+    );
+
+    let check = |c: &mut redis::Connection, model: &VecDeque<String>| {
+        assert_eq!(q::<usize>(c, &["LLEN", "q"]), model.len());
+        let all: Vec<String> = q(c, &["LRANGE", "q", "0", "-1"]);
+        assert!(all.iter().eq(model.iter()), "the queue's elements");
+    };
+    check(&mut c, &model);
+    s.stop();
+    let s = Server::start(dir.path(), &map);
+    let mut c = s.client();
+    check(&mut c, &model);
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "l", "0", "1"]),
+        ["y", "x"]
+    );
+}

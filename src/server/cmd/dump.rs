@@ -144,15 +144,17 @@ fn consistent(m: &Meta, elements: &Elements) -> bool {
 }
 
 impl<'a> Conn<'a> {
-    /// Every element sub-key of `key` (metadata `m`): what follows its
-    /// version (the tag and the element), and its value.
+    /// Every element sub-key of `key` (metadata `m`) that reads may
+    /// reach: what follows its version (the tag and the element), and
+    /// its value.
     pub(super) fn sub_keys(&mut self, key: &[u8], m: &Meta) -> Res<Elements> {
         let mut out = Vec::new();
         if m.kind == Type::String {
             return Ok(out);
         }
-        let (start, end) = keys::version_range(key, m.version);
-        let prefix = start.len() - 1;
+        let (start, end) = Self::readable(key, m);
+        // Where the tag starts: after `esc(key) 00 01`, `v` and the version.
+        let prefix = keys::escaped_len(key) + keys::SUB_OVERHEAD - 1;
         let mut at = start;
         loop {
             let batch = self.scan_raw(&at, Some(&end), CHUNK)?;

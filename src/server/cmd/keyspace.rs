@@ -266,7 +266,7 @@ impl<'a> Conn<'a> {
         if m.kind == Type::String {
             return Ok(Reply::Int(head as i64));
         }
-        let (start, end) = keys::version_range(key, m.version);
+        let (start, end) = Self::readable(key, &m);
         let got = self.scan_raw(&start, Some(&end), samples.min(CHUNK))?;
         let per = if got.is_empty() {
             0

@@ -103,6 +103,16 @@ impl<'a> Conn<'a> {
         }
     }
 
+    /// Where the sub-keys of `key` (metadata `m`) that reads may reach
+    /// are, from and to (exclusive): a list's between its ends (see
+    /// `Body::Ends`), any other type's under its version.
+    pub(super) fn readable(key: &[u8], m: &Meta) -> (Vec<u8>, Vec<u8>) {
+        match m.body {
+            Body::Ends(head, tail) => (item(key, m, head), item(key, m, tail)),
+            _ => keys::version_range(key, m.version),
+        }
+    }
+
     fn list(&mut self, key: &[u8]) -> Res<Option<Meta>> {
         self.typed(key, Type::List)
     }
@@ -144,7 +154,6 @@ impl<'a> Conn<'a> {
         m: &Meta,
         (from, to): (u64, u64),
         end: End,
-        deletes: &mut Writes,
     ) -> Res<Vec<Vec<u8>>> {
         let (head, tail) = m.ends();
         let (near_from, near_to) = match end {
@@ -168,8 +177,6 @@ impl<'a> Conn<'a> {
                 Some(v) => out.push(v),
                 None => break,
             }
-            // The element's key, made once: its delete.
-            deletes.push((at, None));
         }
         self.all_there(key, out, to - from)
     }
@@ -270,14 +277,13 @@ impl<'a> Conn<'a> {
             End::Left => (head, head + n),
             End::Right => (tail - n, tail),
         };
-        let mut writes: Writes = Vec::with_capacity(n as usize + 1);
+        // The metadata alone: the popped elements are outside the ends
+        // now, where no read looks (see `Body::Ends`).
+        let mut writes: Writes = Vec::with_capacity(1);
         let mut got = if n <= 4 {
-            self.popped_items(key, m, (from, to), end, &mut writes)?
+            self.popped_items(key, m, (from, to), end)?
         } else {
-            let items = Items::of(key, m);
-            let got = self.items(key, m, from, to)?;
-            writes.extend((from..to).map(|p| (items.at(p), None)));
-            got
+            self.items(key, m, from, to)?
         };
         if end == End::Right {
             got.reverse();
@@ -287,10 +293,6 @@ impl<'a> Conn<'a> {
             End::Left => Body::Ends(head + n, tail),
             End::Right => Body::Ends(head, tail - n),
         };
-        // An emptied list is deleted by its metadata alone.
-        if m.count() == 0 {
-            writes.clear();
-        }
         self.put_list(key, m, Some(&old), &mut writes);
         Ok((got, writes))
     }
@@ -380,9 +382,9 @@ impl<'a> Conn<'a> {
         Ok(Reply::ok())
     }
 
-    /// Rewrites list `m` from index `at` on (towards the tail) as `rest`,
-    /// deleting the positions left over: the writes of an insert or a
-    /// removal inside the list.
+    /// Rewrites list `m` from index `at` on (towards the tail) as `rest`:
+    /// the writes of an insert or a removal inside the list. The positions
+    /// left over are outside the new tail, where no read looks.
     fn rewrite_tail(
         &self,
         key: &[u8],
@@ -391,16 +393,12 @@ impl<'a> Conn<'a> {
         rest: &[Vec<u8>],
         writes: &mut Writes,
     ) {
-        let (head, tail) = m.ends();
+        let (head, _) = m.ends();
         let start = head + at;
         for (i, e) in rest.iter().enumerate() {
             writes.push((item(key, m, start + i as u64), Some(e.clone())));
         }
-        let new_tail = start + rest.len() as u64;
-        for p in new_tail..tail {
-            writes.push((item(key, m, p), None));
-        }
-        m.body = Body::Ends(head, new_tail);
+        m.body = Body::Ends(head, start + rest.len() as u64);
     }
 
     /// The same towards the head: `rest` are the elements before index
@@ -418,9 +416,6 @@ impl<'a> Conn<'a> {
         let new_head = end - rest.len() as u64;
         for (i, e) in rest.iter().enumerate() {
             writes.push((item(key, m, new_head + i as u64), Some(e.clone())));
-        }
-        for p in head..new_head {
-            writes.push((item(key, m, p), None));
         }
         m.body = Body::Ends(new_head, tail);
     }
@@ -537,9 +532,6 @@ impl<'a> Conn<'a> {
                 let (new_head, new_tail) = (head + a, head + b + 1);
                 if (new_head, new_tail) == (head, tail) {
                     return Ok(Reply::ok());
-                }
-                for p in (head..new_head).chain(new_tail..tail) {
-                    writes.push((item(key, &m, p), None));
                 }
                 let old = m.clone();
                 m.body = Body::Ends(new_head, new_tail);
