@@ -127,6 +127,22 @@ fn watch_aborts_exec_when_a_watched_key_changed() {
     q::<()>(&mut c, &["WATCH", "l"]);
     q::<()>(&mut other, &["LSET", "l", "0", "b"]);
     assert_eq!(exec_ping(&mut c), Value::Nil);
+    // A score or a field overwritten (the elements written, not the
+    // metadata), and a pop (the metadata alone).
+    q::<()>(&mut c, &["ZADD", "zs", "1", "m"]);
+    q::<()>(&mut c, &["HSET", "h", "f", "1"]);
+    q::<()>(&mut c, &["RPUSH", "l", "c"]);
+    for (key, write) in [
+        ("zs", &["ZADD", "zs", "2", "m"][..]),
+        ("zs", &["ZINCRBY", "zs", "1", "m"]),
+        ("h", &["HSET", "h", "f", "2"]),
+        ("h", &["HINCRBY", "h", "f", "1"]),
+        ("l", &["LPOP", "l"]),
+    ] {
+        q::<()>(&mut c, &["WATCH", key]);
+        q::<()>(&mut other, write);
+        assert_eq!(exec_ping(&mut c), Value::Nil, "after {write:?}");
+    }
     // EXPIRE touches; a key that expires while watched fails the EXEC.
     q::<()>(&mut c, &["SET", "x", "1"]);
     q::<()>(&mut c, &["WATCH", "x"]);

@@ -73,8 +73,9 @@ impl<'a> Conn<'a> {
         m.set_count(m.count() + added as u64);
         // The metadata goes last: a crash part way through a HSET too
         // large for one log batch leaves fields no metadata counts (dead,
-        // for a new hash), never a count without its fields.
-        self.put(key, &m, old.as_ref(), &mut writes);
+        // for a new hash), never a count without its fields. Fields
+        // overwritten, none added: the count is as it was.
+        self.put_changed(key, &m, old.as_ref(), &mut writes);
         self.write(writes);
         Ok(added)
     }

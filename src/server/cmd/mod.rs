@@ -389,6 +389,19 @@ impl<'a> Conn<'a> {
         writes.push((self.meta_key(key), Some(m.encode())));
     }
 
+    /// [`Conn::put`] of metadata that may be `old` unchanged, after
+    /// writes of the key's elements (fields or scores overwritten, none
+    /// added): then those writes alone say the key was written (WATCH,
+    /// blocked clients and tracking go by the Redis key of every engine
+    /// key written), and the metadata is not written again.
+    fn put_changed(&self, key: &[u8], m: &Meta, old: Option<&Meta>, writes: &mut Writes) {
+        if old == Some(m) && !writes.is_empty() {
+            self.shard.access().touch(key);
+            return;
+        }
+        self.put(key, m, old, writes);
+    }
+
     /// Applies one command's writes on the shard at once; they go to the
     /// WAL with the turn's, and the reply waits for them at the
     /// connection's level.

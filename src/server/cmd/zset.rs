@@ -431,7 +431,7 @@ impl<'a> Conn<'a> {
         }
         if added + changed > 0 {
             m.set_count(m.count() + added);
-            self.put(key, &m, old.as_ref(), &mut writes);
+            self.put_changed(key, &m, old.as_ref(), &mut writes);
             self.write(writes);
             self.notify(ZSET, if f.incr { "zincr" } else { "zadd" }, key);
         }
