@@ -9,7 +9,10 @@
 //! it holds what the block files of one view hold, and answers only reads
 //! below a view of that epoch. It is the row cache's complement: the row
 //! cache keeps keys that are read again, a window keys read once, in
-//! order, which would only push hot keys out of the row cache.
+//! order, which would only push hot keys out of the row cache. Read
+//! once, so a window hands each value over (no copy) and forgets it: a
+//! second read of the key (a pop that failed after it) reads a new
+//! window.
 //!
 //! [`rows`]: super::rows
 
@@ -29,27 +32,45 @@ const AHEAD_BYTES: usize = 64 << 10;
 /// Windows kept at once: lists popped by turns, each its own.
 const WINDOWS: usize = 8;
 
+/// A key's value in the block files (`None`: they do not have it), or
+/// `None` once a read took it.
+type Untaken = Option<Option<Vec<u8>>>;
+
 /// What the block files of the view of `epoch` hold from `from` up to
 /// `upto`: the rows of `rows`, and no other keys.
 struct Window {
     epoch: u64,
     from: Vec<u8>,
     upto: Vec<u8>,
-    rows: Vec<(Vec<u8>, Row)>,
+    /// The rows in key order, each `None` once taken: a pop reads its
+    /// element once, and takes the value rather than copy it.
+    rows: Vec<(Vec<u8>, Untaken)>,
+    /// The row taken last: pops take rows in order, so the next one is
+    /// beside it.
+    at: usize,
 }
 
 impl Window {
-    /// `key`'s row, if the window covers it below a view of `epoch`.
-    fn get(&self, key: &[u8], epoch: u64) -> Option<Row> {
+    /// Takes `key`'s value (`Some(None)`: the block files do not have
+    /// it), if the window covers it below a view of `epoch` and has not
+    /// handed it out.
+    fn take(&mut self, key: &[u8], epoch: u64) -> Untaken {
         if self.epoch != epoch || key < self.from.as_slice() || key >= self.upto.as_slice() {
             return None;
         }
-        Some(
-            self.rows
-                .binary_search_by(|(k, _)| k.as_slice().cmp(key))
-                .ok()
-                .and_then(|i| self.rows[i].1.clone()),
-        )
+        let near = [self.at.wrapping_sub(1), self.at.wrapping_add(1), self.at];
+        let i = match near
+            .into_iter()
+            .find(|&i| self.rows.get(i).is_some_and(|(k, _)| k.as_slice() == key))
+        {
+            Some(i) => i,
+            None => match self.rows.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
+                Ok(i) => i,
+                Err(_) => return Some(None),
+            },
+        };
+        self.at = i;
+        self.rows[i].1.take()
     }
 }
 
@@ -67,19 +88,17 @@ pub struct Ahead {
 }
 
 impl Ahead {
-    fn get(&self, key: &[u8], epoch: u64) -> Option<Row> {
-        let windows = self.windows.borrow();
+    fn take(&self, key: &[u8], epoch: u64) -> Untaken {
+        let mut windows = self.windows.borrow_mut();
         let last = self.last.get();
-        let row = windows
-            .get(last)
-            .and_then(|w| w.get(key, epoch))
-            .or_else(|| {
-                windows.iter().enumerate().find_map(|(i, w)| {
-                    let row = w.get(key, epoch)?;
-                    self.last.set(i);
-                    Some(row)
-                })
-            });
+        let row = match windows.get_mut(last).and_then(|w| w.take(key, epoch)) {
+            Some(row) => Some(row),
+            None => windows.iter_mut().enumerate().find_map(|(i, w)| {
+                let row = w.take(key, epoch)?;
+                self.last.set(i);
+                Some(row)
+            }),
+        };
         if row.is_some() {
             self.hits.set(self.hits.get() + 1);
         }
@@ -148,8 +167,8 @@ impl<'a> Shard<'a> {
             return Ok(Found::Shared(row));
         }
         if near.is_some() {
-            if let Some(row) = self.ahead.get(key, epoch) {
-                return Ok(Found::Shared(row));
+            if let Some(value) = self.ahead.take(key, epoch) {
+                return Ok(Found::Owned(value));
             }
         }
         let Some((from, to)) = near
@@ -163,22 +182,20 @@ impl<'a> Shard<'a> {
         let BelowRange { entries, upto } =
             self.engine
                 .scan_below(&below, &from, &to, AHEAD_ROWS, AHEAD_BYTES)?;
-        let w = Window {
+        let mut w = Window {
             epoch,
             from,
             upto,
-            rows: entries
-                .into_iter()
-                .map(|(k, v)| (k, v.map(Rc::new)))
-                .collect(),
+            rows: entries.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            at: 0,
         };
         // Clipped to the key's region, or cut short before the key.
-        let found = match w.get(key, epoch) {
-            Some(row) => row,
-            None => self.engine.get_below(&below, key)?.map(Rc::new),
+        let found = match w.take(key, epoch) {
+            Some(value) => value,
+            None => self.engine.get_below(&below, key)?,
         };
         self.ahead.put(w);
-        Ok(Found::Shared(found))
+        Ok(Found::Owned(found))
     }
 }
 
@@ -289,5 +306,14 @@ mod tests {
         // A key outside the range it is said to be in is read alone.
         assert_eq!(read(200, 0, 64), Some(b"c200".to_vec()));
         assert_eq!(shard.ahead.stats().1, before + 1);
+        // A window hands a value over once: the key read again (a pop
+        // that failed after its read) reads a window anew, whose other
+        // keys answer the reads after it.
+        assert_eq!(read(6, 0, 64), Some(b"a6".to_vec()));
+        assert_eq!(shard.ahead.stats().1, before + 2);
+        let (hits, _) = shard.ahead.stats();
+        assert_eq!(read(7, 0, 64), Some(b"a7".to_vec()));
+        assert_eq!(read(65, 0, 64), None);
+        assert_eq!(shard.ahead.stats(), (hits + 1, before + 2));
     }
 }
