@@ -762,10 +762,7 @@ fn deleting_a_collection_of_any_size_is_one_write() {
 #[test]
 fn a_pop_or_a_trim_writes_the_metadata_alone_and_compaction_drops_what_it_left() {
     let dir = tempdir();
-    let map = Map {
-        data_size: "128MiB",
-        ..Map::default()
-    };
+    let map = crate::compacting();
     let s = Server::start(dir.path(), &map);
     let mut c = s.client();
     // A queue that is never empty: each round pushes 2,000 elements of

@@ -132,6 +132,15 @@ pub fn text(err: &RedisError) -> String {
     }
 }
 
+/// A map whose data device (128 MiB) is small enough that a test's writes
+/// fill it unless compactions give space back.
+pub fn compacting() -> harness::Map {
+    harness::Map {
+        data_size: "128MiB",
+        ..harness::Map::default()
+    }
+}
+
 /// The number field `name` of INFO's `section`.
 pub fn info_u64(c: &mut Connection, section: &str, name: &str) -> u64 {
     let info: String = q(c, &["INFO", section]);

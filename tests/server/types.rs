@@ -226,10 +226,7 @@ fn rename_keys_randomkey_and_flushall() {
 #[test]
 fn compaction_drops_the_fields_of_deleted_and_replaced_hashes() {
     let dir = tempdir();
-    let map = Map {
-        data_size: "128MiB",
-        ..Map::default()
-    };
+    let map = crate::compacting();
     let s = Server::start(dir.path(), &map);
     let mut c = s.client();
     let value = "v".repeat(200);
