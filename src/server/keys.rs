@@ -125,6 +125,12 @@ pub fn sub(key: &[u8], version: u64, tag: u8, extra: usize) -> Vec<u8> {
     k
 }
 
+/// The length of [`sub`]`(key, ..)`: where the element's bytes start in
+/// a sub-key of `key`.
+pub fn sub_len(key: &[u8]) -> usize {
+    escaped_len(key) + SUB_OVERHEAD
+}
+
 /// The sub-key of element `elem` of `key` at `version` with `tag`.
 pub fn element(key: &[u8], version: u64, tag: u8, elem: &[u8]) -> Vec<u8> {
     let mut k = sub(key, version, tag, elem.len());

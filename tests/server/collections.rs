@@ -333,6 +333,61 @@ fn popping_a_large_set_one_member_at_a_time_hands_out_each_member_once() {
 }
 
 #[test]
+fn pops_of_two_large_sets_in_turn_hand_out_only_members() {
+    // Each set's pops check their run against what the shard knows of
+    // the last scan ahead: popping two sets in turn replaces it at every
+    // seek, and members removed meanwhile from either set are never
+    // handed out, whether the check knows without a read or reads.
+    let dir = tempdir();
+    let s = Server::start(dir.path(), &Map::default());
+    let mut c = s.client();
+    let mut models: Vec<BTreeSet<String>> = ["x", "y"]
+        .iter()
+        .map(|t| (0..2500).map(|i| format!("{t}{i}")).collect())
+        .collect();
+    for (key, model) in ["sx", "sy"].iter().zip(&models) {
+        let mut cmd = redis::cmd("SADD");
+        cmd.arg(key).arg(model.iter().collect::<Vec<_>>());
+        assert_eq!(cmd.query::<i64>(&mut c).unwrap(), 2500);
+    }
+    let mut popped = BTreeSet::new();
+    let mut round = 0;
+    while models.iter().any(|m| m.len() > 1100) {
+        round += 1;
+        let mut p = redis::pipe();
+        for i in 0..6 {
+            p.cmd("SPOP").arg(["sx", "sy"][i % 2]);
+        }
+        let got: Vec<Option<String>> = p.query(&mut c).unwrap();
+        for (i, m) in got.into_iter().enumerate() {
+            let m = m.expect("a member");
+            assert!(
+                models[i % 2].remove(&m),
+                "round {round}: {m} is not a member"
+            );
+            assert!(popped.insert(m.clone()), "round {round}: {m} popped twice");
+        }
+        // Members of both sets go, some in the same request as pops.
+        for (key, model) in ["sx", "sy"].iter().zip(models.iter_mut()) {
+            let gone: Vec<String> = model.iter().skip(round % 7).step_by(97).cloned().collect();
+            let mut p = redis::pipe();
+            p.cmd("SPOP").arg(key);
+            p.cmd("SREM").arg(key).arg(&gone);
+            let (m, n): (String, i64) = p.query(&mut c).unwrap();
+            // The pop ran before the removal.
+            let was = gone.contains(&m);
+            assert!(model.remove(&m), "round {round}: {m} is not a member");
+            assert!(popped.insert(m), "round {round}: popped twice");
+            for g in &gone {
+                model.remove(g);
+            }
+            assert_eq!(n, gone.len() as i64 - i64::from(was));
+            assert_eq!(q::<i64>(&mut c, &["SCARD", key]), model.len() as i64);
+        }
+    }
+}
+
+#[test]
 fn popping_a_list_from_its_block_files_hands_out_each_element_once_in_order() {
     // Pops of elements the memstores no longer hold read the next ones
     // ahead, from both ends: an element set, pushed or popped meanwhile,

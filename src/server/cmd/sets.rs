@@ -16,7 +16,7 @@ use crate::server::conn::Conn;
 use crate::server::keys::{self, MEMBER};
 use crate::server::meta::{Meta, Type};
 use crate::server::resp::Reply;
-use crate::server::shard::draws::RUN;
+use crate::server::shard::draws;
 
 /// Sets up to this size are read whole to pick members at random
 /// (uniformly); larger ones are sampled by seeking to random points.
@@ -143,15 +143,20 @@ impl<'a> Conn<'a> {
     /// The writes that remove `members` (known members, no repeats) from
     /// set `m`.
     fn remove_members(&self, key: &[u8], m: &Meta, members: &[Vec<u8>], writes: &mut Writes) {
-        let left = m.count().saturating_sub(members.len() as u64);
+        let subs = members.iter().map(|mem| member_key(key, m.version, mem));
+        self.remove_subs(key, m, subs.collect(), writes);
+    }
+
+    /// The writes that remove the members of set `key` (`m`) whose
+    /// sub-keys are `subs`, each a member.
+    fn remove_subs(&self, key: &[u8], m: &Meta, subs: Vec<Vec<u8>>, writes: &mut Writes) {
+        let left = m.count().saturating_sub(subs.len() as u64);
         if left == 0 {
             // The last member: the set is gone, and with it every member.
             writes.push((self.meta_key(key), None));
             return;
         }
-        for mem in members {
-            writes.push((member_key(key, m.version, mem), None));
-        }
+        writes.extend(subs.into_iter().map(|sub| (sub, None)));
         let mut next = m.clone();
         next.set_count(left);
         writes.push((self.meta_key(key), Some(next.encode())));
@@ -230,7 +235,7 @@ impl<'a> Conn<'a> {
         let mut tries = 0;
         while (out.len() as u64) < n && tries < 8 * n + 64 {
             tries += 1;
-            if let Some(mem) = self.members_at_random_point(key, m, 1, false)?.pop() {
+            if let Some(mem) = self.members_at_random_point(key, m, 1)?.pop() {
                 if !out.contains(&mem) {
                     out.push(mem);
                 }
@@ -240,17 +245,27 @@ impl<'a> Conn<'a> {
     }
 
     /// Up to `n` members of set `m` in hash order from a random point of
-    /// it (from its first member when none is past the point); `ahead`
+    /// it (from its first member when none is past the point).
+    fn members_at_random_point(&mut self, key: &[u8], m: &Meta, n: usize) -> Res<Vec<Vec<u8>>> {
+        let (prefix, found) = self.subs_at_random_point(key, m, n, false)?;
+        Ok(found
+            .into_iter()
+            .map(|k| member_of(&k[prefix..]).to_vec())
+            .collect())
+    }
+
+    /// The sub-keys of up to `n` members of set `m` in hash order from a
+    /// random point of it, and the length of their prefix; `ahead`
     /// remembers them for a run of pops ([`Shard::scan_ahead`]).
     ///
     /// [`Shard::scan_ahead`]: crate::server::shard::Shard::scan_ahead
-    fn members_at_random_point(
+    fn subs_at_random_point(
         &mut self,
         key: &[u8],
         m: &Meta,
         n: usize,
         ahead: bool,
-    ) -> Res<Vec<Vec<u8>>> {
+    ) -> Res<(usize, Vec<Vec<u8>>)> {
         let start = keys::sub(key, m.version, MEMBER, 0);
         let end = keys::sub_end(key, m.version, MEMBER);
         let mut from = start.clone();
@@ -267,25 +282,32 @@ impl<'a> Conn<'a> {
         if got.is_empty() {
             got = scan(self, &start)?;
         }
-        Ok(got
-            .into_iter()
-            .map(|(k, _)| member_of(&k[start.len()..]).to_vec())
-            .collect())
+        Ok((start.len(), got.into_iter().map(|(k, _)| k).collect()))
     }
 
-    /// One member of the large set `m`, picked at random for a pop: the
-    /// next of a run of members an earlier pop read ahead from a random
-    /// point, if one is still a member, or else the first of a new run
-    /// (see [`crate::server::shard::draws`]).
+    /// The sub-key of one member of the large set `m`, picked at random
+    /// for a pop: the next of a run of members an earlier pop read ahead
+    /// from a random point, if one is still a member, or else the first
+    /// of a new run (see [`crate::server::shard::draws`]). Whether one
+    /// of the run is still a member is most often known without a read:
+    /// no write reached it since the scan found it
+    /// ([`Shard::still_found`]).
+    ///
+    /// [`Shard::still_found`]: crate::server::shard::Shard::still_found
     fn draw(&mut self, key: &[u8], m: &Meta) -> Res<Option<Vec<u8>>> {
         loop {
             let next = self.shard.draws().take(key, m.version);
-            let Some(mem) = next else { break };
-            if self.has_member(key, m, &mem)? {
-                return Ok(Some(mem));
+            let Some(sub) = next else { break };
+            let live = match self.shard.still_found(&sub, &mut self.deps) {
+                Some(live) => live,
+                None => self.get_raw(&sub)?.is_some(),
+            };
+            if live {
+                return Ok(Some(sub));
             }
         }
-        let mut run = self.members_at_random_point(key, m, RUN, true)?.into_iter();
+        let (_, found) = self.subs_at_random_point(key, m, draws::run(m.count()), true)?;
+        let mut run = found.into_iter();
         let first = run.next();
         self.shard.draws().keep(key, m.version, run.collect());
         Ok(first)
@@ -308,12 +330,22 @@ impl<'a> Conn<'a> {
         if want == 0 {
             return Ok(Reply::Array(vec![]));
         }
-        let got = match count {
-            None if m.count() > READ_WHOLE => self.draw(key, &m)?.into_iter().collect(),
-            _ => self.pick(key, &m, want, false)?,
-        };
         let mut writes = Vec::new();
-        self.remove_members(key, &m, &got, &mut writes);
+        let got = match count {
+            None if m.count() > READ_WHOLE => {
+                let Some(sub) = self.draw(key, &m)? else {
+                    return Ok(Reply::Nil);
+                };
+                let member = member_of(&sub[keys::sub_len(key)..]).to_vec();
+                self.remove_subs(key, &m, vec![sub], &mut writes);
+                vec![member]
+            }
+            _ => {
+                let got = self.pick(key, &m, want, false)?;
+                self.remove_members(key, &m, &got, &mut writes);
+                got
+            }
+        };
         self.write(writes);
         self.notify_removed(SET, key, "spop", &m, got.len());
         Ok(match count {

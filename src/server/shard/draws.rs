@@ -4,9 +4,11 @@
 //! set's hash order: a descent of the memstore's B-tree and of each block
 //! file, most of a pop's cost. So a seek reads a short run of members
 //! from that point instead of one, and the pops that follow take the
-//! rest of the run, each checked by a point read of its sub-key (another
-//! command may have removed it meanwhile; a member added meanwhile is
-//! found by a later seek). Members sit in hash order, so a run of them is
+//! rest of the run, each checked (another command may have removed it
+//! meanwhile; a member added meanwhile is found by a later seek): most
+//! often without a read, as the shard knows no write reached it since
+//! the seek found it. A run is kept as the members' sub-keys, which the
+//! pops delete. Members sit in hash order, so a run of them is
 //! as random as the point it starts from; its members go out in a random
 //! order.
 //!
@@ -19,15 +21,21 @@ use std::collections::HashMap;
 
 use rand::seq::SliceRandom;
 
-/// Members a seek reads for the pops that follow.
-pub const RUN: usize = 16;
+/// Members a seek reads for the pops that follow, for a set of `count`
+/// members: a sixty-fourth of the set, at least 16 and at most 64. A seek
+/// costs as much as a dozen pops; a run is at most 1/64 of the set, so
+/// the pops that follow take neighbours of a random point from a set
+/// that still has 63 times as many elsewhere.
+pub fn run(count: u64) -> usize {
+    (count / 64).clamp(16, 64) as usize
+}
 
 /// Sets whose runs are kept at most.
 const MAX_SETS: usize = 64;
 
 struct Run {
     version: u64,
-    /// Members not yet handed out, the next one last.
+    /// Sub-keys of the members not yet handed out, the next one last.
     members: Vec<Vec<u8>>,
     /// When it was kept ([`Draws::kept`] then), for the bound.
     kept: u64,
@@ -42,8 +50,9 @@ pub struct Draws {
 }
 
 impl Draws {
-    /// The next member found ahead for set `key` at `version`, if any:
-    /// it may have been removed since (the caller checks).
+    /// The sub-key of the next member found ahead for set `key` at
+    /// `version`, if any: it may have been removed since (the caller
+    /// checks).
     pub fn take(&mut self, key: &[u8], version: u64) -> Option<Vec<u8>> {
         let run = self.runs.get_mut(key)?;
         if run.version != version {
@@ -57,7 +66,7 @@ impl Draws {
         next
     }
 
-    /// Keeps `members` for the next pops of set `key` at `version`, in
+    /// Keeps `members` (sub-keys) for the next pops of set `key` at `version`, in
     /// place of what was kept for it, to be handed out in a random order
     /// (the run is neighbours in hash order; the order within it need
     /// not be).

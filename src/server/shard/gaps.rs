@@ -17,7 +17,9 @@
 //! forgotten (on overflow, and at restart). Only bounded scans learn (the
 //! elements of one key, the expiry index), never a scan to the end of the
 //! key space, so keys the server writes to the engine directly (its
-//! version counter) are never in a range.
+//! version counter) are never in a range, and neither is a key's
+//! metadata, which sorts before all of its sub-keys: a write of it (every
+//! pop writes one) need not look.
 //!
 //! A range is empty partly because of deletes that may not be durable
 //! yet: it keeps what those depend on, and a scan that skips it depends
@@ -28,6 +30,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 
 use super::Deps;
+use crate::server::keys;
 
 /// Deletes a scan passes before its first live key for it to remember
 /// the range: below this, passing them costs less than remembering.
@@ -76,6 +79,13 @@ struct Found<'a> {
     /// scan is forgotten (one search of the ranges per run of pops, not
     /// one per pop).
     upto: Option<Vec<u8>>,
+}
+
+impl Found<'_> {
+    /// Where `key` is among the keys found not yet deleted (in order).
+    fn at(&self, key: &[u8]) -> Option<usize> {
+        self.keys.binary_search_by(|k| k.as_slice().cmp(key)).ok()
+    }
 }
 
 fn cost(start: &[u8], end: &[u8]) -> usize {
@@ -144,6 +154,14 @@ impl<'a> Gaps<'a> {
         }
     }
 
+    /// Whether `key` is one of the keys the last scan ahead found and no
+    /// write has reached since: then it is live, as the scan found it
+    /// (a pop of a run of members read ahead need not read it again).
+    /// False says nothing.
+    pub fn found_live(&self, key: &[u8]) -> bool {
+        self.found.as_ref().is_some_and(|f| f.at(key).is_some())
+    }
+
     /// `key` was deleted by a write that `deps` stands for: if it is the
     /// first key left of what the last scan found, nothing is live from
     /// that scan's start up to the next key left (past the last key
@@ -152,7 +170,7 @@ impl<'a> Gaps<'a> {
     /// another, it is dead like the keys around it.
     pub fn deleted(&mut self, key: &[u8], deps: &Deps<'a>) {
         let Some(f) = &mut self.found else { return };
-        let Some(at) = f.keys.iter().position(|k| k.as_slice() == key) else {
+        let Some(at) = f.at(key) else {
             return;
         };
         f.deps.merge(deps);
@@ -245,7 +263,10 @@ impl<'a> Gaps<'a> {
         {
             self.forget_found();
         }
-        if self.ranges.is_empty() {
+        // A key's metadata is in no range (it sorts before its key's
+        // sub-keys): one pass over the key, where a search of the ranges
+        // would compare it with a dozen.
+        if self.ranges.is_empty() || matches!(keys::split(key), Some((_, keys::Part::Meta))) {
             return;
         }
         let Some(start) = self.holding(key).cloned() else {

@@ -35,6 +35,21 @@ impl<'a> Shard<'a> {
         self.scan_with(start, Some(end), limit, deps, true)
     }
 
+    /// Whether `key`, a key [`Shard::scan_ahead`] found, is there still,
+    /// when the shard knows it without a read: the dirty table has a
+    /// write of it since (what the answer depends on goes to `deps`), or
+    /// no write has reached it since the scan found it live
+    /// ([`super::gaps::Gaps::found_live`]). `None`: read it.
+    pub fn still_found(&self, key: &[u8], deps: &mut Deps<'a>) -> Option<bool> {
+        if let Some(d) = self.dirty.borrow().get(key) {
+            deps.merge(&d.deps);
+            return Some(d.value.is_some());
+        }
+        let known = self.gaps.borrow().found_live(key)
+            && (self.lost.borrow().is_empty() || !self.lost.borrow().contains_key(key));
+        known.then_some(true)
+    }
+
     fn scan_with(
         &self,
         start: &[u8],
