@@ -247,15 +247,16 @@ impl<'a> Conn<'a> {
     /// Up to `n` members of set `m` in hash order from a random point of
     /// it (from its first member when none is past the point).
     fn members_at_random_point(&mut self, key: &[u8], m: &Meta, n: usize) -> Res<Vec<Vec<u8>>> {
-        let (prefix, found) = self.subs_at_random_point(key, m, n, false)?;
-        Ok(found
+        let prefix = keys::sub_len(key);
+        Ok(self
+            .subs_at_random_point(key, m, n, false)?
             .into_iter()
             .map(|k| member_of(&k[prefix..]).to_vec())
             .collect())
     }
 
     /// The sub-keys of up to `n` members of set `m` in hash order from a
-    /// random point of it, and the length of their prefix; `ahead`
+    /// random point of it (the member after [`keys::sub_len`]); `ahead`
     /// remembers them for a run of pops ([`Shard::scan_ahead`]).
     ///
     /// [`Shard::scan_ahead`]: crate::server::shard::Shard::scan_ahead
@@ -265,7 +266,7 @@ impl<'a> Conn<'a> {
         m: &Meta,
         n: usize,
         ahead: bool,
-    ) -> Res<(usize, Vec<Vec<u8>>)> {
+    ) -> Res<Vec<Vec<u8>>> {
         let start = keys::sub(key, m.version, MEMBER, 0);
         let end = keys::sub_end(key, m.version, MEMBER);
         let mut from = start.clone();
@@ -282,7 +283,7 @@ impl<'a> Conn<'a> {
         if got.is_empty() {
             got = scan(self, &start)?;
         }
-        Ok((start.len(), got.into_iter().map(|(k, _)| k).collect()))
+        Ok(got.into_iter().map(|(k, _)| k).collect())
     }
 
     /// The sub-key of one member of the large set `m`, picked at random
@@ -306,8 +307,9 @@ impl<'a> Conn<'a> {
                 return Ok(Some(sub));
             }
         }
-        let (_, found) = self.subs_at_random_point(key, m, draws::run(m.count()), true)?;
-        let mut run = found.into_iter();
+        let mut run = self
+            .subs_at_random_point(key, m, draws::run(m.count()), true)?
+            .into_iter();
         let first = run.next();
         self.shard.draws().keep(key, m.version, run.collect());
         Ok(first)

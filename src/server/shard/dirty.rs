@@ -147,6 +147,12 @@ impl<T> DirtyTable<T> {
         .filter_map(move |k| map.get_key_value(&**k).map(|(k, l)| (k, &l.value)))
     }
 
+    /// Whether a level of the order that lists `listed` keys lists more
+    /// removed keys than present ones, and is to be pruned.
+    fn stale(&self, listed: usize) -> bool {
+        listed > 2 * self.map.len() + 64
+    }
+
     /// Puts the fresh keys in order, and drops the removed keys from the
     /// order once they outnumber the present ones.
     fn sort_fresh(&mut self) {
@@ -181,14 +187,14 @@ impl<T> DirtyTable<T> {
         // Pruned as `order` is, once its removed keys outnumber the
         // present ones; into the tree when that leaves too many to move
         // at every scan.
-        if recent.len() > 2 * map.len() + 64 {
+        if self.stale(recent.len()) {
             recent.retain(|k| map.contains_key(&**k));
         }
         if recent.len() > RECENT {
             self.order.extend(recent.drain(..));
         }
         self.recent = recent;
-        if self.order.len() > 2 * self.map.len() + 64 {
+        if self.stale(self.order.len()) {
             let map = &self.map;
             self.order.retain(|k| map.contains_key(&**k));
         }

@@ -45,8 +45,7 @@ impl<'a> Shard<'a> {
             deps.merge(&d.deps);
             return Some(d.value.is_some());
         }
-        let known = self.gaps.borrow().found_live(key)
-            && (self.lost.borrow().is_empty() || !self.lost.borrow().contains_key(key));
+        let known = self.gaps.borrow().found_live(key) && !self.lost.borrow().contains_key(key);
         known.then_some(true)
     }
 
