@@ -116,7 +116,7 @@ impl Serve {
 
 /// The directory of the map's first WAL device file: where the benches put
 /// the files of their references (fio's file, Redis's append-only file),
-/// so that they are on the same disk as Stria's log.
+/// so that they are on the same disk as Stria's log. Made if missing.
 pub fn wal_dir(cfg: &Config) -> Result<PathBuf, String> {
     let name = cfg
         .wal
@@ -143,12 +143,14 @@ pub fn wal_dir(cfg: &Config) -> Result<PathBuf, String> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    if !dir.is_dir() {
-        return Err(format!(
-            "{} (the directory of WAL device {name}) does not exist",
+    // The server makes this folder when it formats its devices at its first
+    // start; a bench run on a fresh checkout makes it first.
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "cannot create {} (the directory of WAL device {name}): {e}",
             dir.display()
-        ));
-    }
+        )
+    })?;
     Ok(dir)
 }
 
@@ -385,6 +387,27 @@ mod tests {
         let s = ServerProcess::spawn_announced("sh", cmd, Duration::from_secs(10)).unwrap();
         let stopped = s.stop(Duration::from_millis(300)).unwrap();
         assert!(stopped.killed);
+    }
+
+    #[test]
+    fn the_wal_folder_of_a_fresh_checkout_is_made() {
+        let d = tempfile::tempdir().unwrap();
+        let wal = d.path().join("fresh/data/wal0.img");
+        let map = format!(
+            "appliance: t
+reactors: {{ wal: [0], flush: [1], idle: park }}
+devices:
+  - {{ name: wal0, backend: psync, path: {}, size: 4MiB, role: wal }}
+  - {{ name: data0, backend: psync, path: {}, size: 32MiB, role: data }}
+wal: {{ segment-size: 1MiB, max-batch: 256KiB }}
+",
+            wal.display(),
+            d.path().join("fresh/data/data0.img").display()
+        );
+        let cfg = Config::parse(&map, "m.yaml").unwrap();
+        assert_eq!(wal_dir(&cfg).unwrap(), d.path().join("fresh/data"));
+        assert!(d.path().join("fresh/data").is_dir());
+        assert!(!wal.exists(), "the devices are the server's to format");
     }
 
     #[test]
