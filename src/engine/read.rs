@@ -50,6 +50,10 @@ impl<D: Device<Queue: Send>> Below<D> {
 /// Entries a memstore source copies out at a time.
 const MEM_CHUNK: usize = 64;
 
+/// Most entries a scan makes room for before it reads: a limit of
+/// `usize::MAX` (read to the end) must not reserve it.
+const SCAN_RESERVE: usize = 1024;
+
 impl<D: Device<Queue: Send> + Clone> Engine<D> {
     /// The value of `key`, or `None` if it was never written or is deleted.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -187,7 +191,9 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         }
         let inner = &*self.inner;
         inner.counters.scans.fetch_add(1, Ordering::Relaxed);
-        let mut out = Vec::new();
+        // Most scans return what they ask for (a range, a page of SCAN):
+        // made once, not grown by doubling.
+        let mut out = Vec::with_capacity(limit.min(SCAN_RESERVE));
         let mut deleted = 0;
         let mut r = inner.regions.of(start);
         while out.len() < limit && r < inner.regions.count() {
@@ -224,10 +230,7 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
     ) -> Result<()> {
         let view = self.inner.region[r].view();
         // Sources newest first: on equal keys the first one wins.
-        let mut sources: Vec<Source<D>> = Vec::new();
-        for ms in &view.mems {
-            sources.push(Source::Mem(MemSource::new(ms.clone(), from, to, limit)));
-        }
+        let mut tables: Vec<Source<D>> = Vec::new();
         for t in &view.tables {
             if t.table.meta().entries == 0
                 || t.table.meta().max_key.as_slice() < from
@@ -240,8 +243,18 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
                 .iter_owned(t.source(), from.to_vec(), to.map(<[u8]>::to_vec));
             // The handle rides along so the file's space is not reused
             // while the scan reads it.
-            sources.push(Source::Table(it, t.clone()));
+            tables.push(Source::Table(it, t.clone()));
         }
+        // A memstore's first chunk is its share of the limit: of a range
+        // spread over five sources (a large sorted set's score order), it
+        // holds about a fifth, and each entry copied out of the memstore
+        // is a walk through its tree and records. Chunks double after.
+        let share = limit.div_ceil((view.mems.len() + tables.len()).max(1));
+        let mut sources: Vec<Source<D>> = Vec::with_capacity(view.mems.len() + tables.len());
+        for ms in &view.mems {
+            sources.push(Source::Mem(MemSource::new(ms.clone(), from, to, share)));
+        }
+        sources.append(&mut tables);
         let mut merge = Merge::new(sources)?;
         let added = out.len();
         let mut passed = 0;
@@ -282,48 +295,95 @@ pub(super) struct Merge<D: Device<Queue: Send>> {
     /// at the next call, not at once, so a seek for one key (SPOP's, a
     /// list's LINDEX) reads no entry past it.
     used: Vec<bool>,
+    /// The sources after the winner whose head has its key (older
+    /// versions): reused from step to step.
+    ties: Vec<usize>,
 }
 
 impl<D: Device<Queue: Send>> Merge<D> {
-    pub(super) fn new(mut sources: Vec<Source<D>>) -> Result<Merge<D>> {
+    pub(super) fn new(sources: Vec<Source<D>>) -> Result<Merge<D>> {
+        let mut kept = Vec::with_capacity(sources.len());
         let mut heads = Vec::with_capacity(sources.len());
-        for s in &mut sources {
-            heads.push(s.next()?);
+        for mut s in sources {
+            // A source with nothing in the range (an empty memstore, most
+            // often) is not asked again at every step.
+            if let Some(e) = s.next()? {
+                kept.push(s);
+                heads.push(Some(e));
+            }
         }
-        let used = vec![false; sources.len()];
+        let used = vec![false; kept.len()];
         Ok(Merge {
-            sources,
+            sources: kept,
             heads,
             used,
+            ties: Vec::new(),
         })
     }
 
     pub(super) fn next(&mut self) -> Result<Option<Entry>> {
+        if self.sources.len() == 1 {
+            // One source left: its entries in order, nothing to compare.
+            if std::mem::take(&mut self.used[0]) {
+                self.heads[0] = self.sources[0].next()?;
+            }
+            let head = self.heads[0].take();
+            self.used[0] = head.is_some();
+            return Ok(head);
+        }
+        let mut ended = false;
         for i in 0..self.sources.len() {
             if std::mem::take(&mut self.used[i]) {
                 self.heads[i] = self.sources[i].next()?;
+                ended |= self.heads[i].is_none();
             }
         }
-        let mut best: Option<usize> = None;
-        for (i, h) in self.heads.iter().enumerate() {
-            if let Some(e) = h {
-                let better = match best {
-                    None => true,
-                    Some(b) => self.heads[b].as_ref().is_some_and(|be| e.key < be.key),
-                };
-                if better {
-                    best = Some(i);
+        if ended {
+            // Sources in order, newest first: ties go to the first.
+            let mut i = 0;
+            while i < self.sources.len() {
+                if self.heads[i].is_none() {
+                    self.sources.remove(i);
+                    self.heads.remove(i);
+                    self.used.remove(i);
+                } else {
+                    i += 1;
                 }
+            }
+            if self.sources.len() == 1 {
+                let head = self.heads[0].take();
+                self.used[0] = head.is_some();
+                return Ok(head);
+            }
+        }
+        // The smallest key, from the first (newest) source that has it;
+        // the later sources with the same key, one comparison each.
+        let mut best: Option<usize> = None;
+        self.ties.clear();
+        for i in 0..self.heads.len() {
+            let Some(e) = &self.heads[i] else { continue };
+            let order = match best {
+                None => std::cmp::Ordering::Less,
+                Some(b) => {
+                    let be = self.heads[b].as_ref().expect("best has a head");
+                    e.key.as_slice().cmp(be.key.as_slice())
+                }
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    best = Some(i);
+                    self.ties.clear();
+                }
+                std::cmp::Ordering::Equal => self.ties.push(i),
+                std::cmp::Ordering::Greater => {}
             }
         }
         let Some(b) = best else { return Ok(None) };
         let winner = self.heads[b].take().expect("best has a head");
         self.used[b] = true;
-        for i in 0..self.heads.len() {
-            if self.heads[i].as_ref().is_some_and(|e| e.key == winner.key) {
-                self.heads[i] = None;
-                self.used[i] = true;
-            }
+        for &i in &self.ties {
+            self.heads[i] = None;
+            self.used[i] = true;
         }
         Ok(Some(winner))
     }
@@ -354,8 +414,8 @@ pub(super) struct MemSource {
     buf: std::vec::IntoIter<Entry>,
     /// Where the next chunk starts, and whether that key was already read.
     next_from: Option<(Vec<u8>, bool)>,
-    /// Entries the next chunk copies out: the scan's limit at first (a
-    /// seek for one key, as SPOP's, copies one entry, not
+    /// Entries the next chunk copies out: its share of the scan's limit
+    /// at first (a seek for one key, as LINDEX's, copies one entry, not
     /// [`MEM_CHUNK`]), doubling up to [`MEM_CHUNK`] when tombstones or
     /// newer sources use them up.
     chunk: usize,
@@ -390,5 +450,45 @@ impl MemSource {
         }
         self.buf = chunk.into_iter();
         self.buf.next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::sim::SimDevice;
+
+    /// A memstore holding `keys`, each written at `version`.
+    fn mem(keys: &[&str], version: u64) -> Arc<Memstore> {
+        let m = Arc::new(Memstore::new(1, 0));
+        for k in keys {
+            let value = format!("{k}@{version}").into_bytes();
+            m.insert(k.as_bytes().to_vec(), version, true, EntryKind::Put, value);
+        }
+        m
+    }
+
+    #[test]
+    fn newer_sources_win_ties_as_sources_run_out() {
+        // Newest first. The first runs out after "c", the second after
+        // "d", the third is empty from the start; chunks of one entry make
+        // every step refill.
+        let sources: Vec<Source<SimDevice>> = [
+            mem(&["a", "c"], 3),
+            mem(&["b", "c", "d"], 2),
+            mem(&[], 2),
+            mem(&["a", "c", "d", "e", "f"], 1),
+        ]
+        .into_iter()
+        .map(|m| Source::Mem(MemSource::new(m, b"", None, 1)))
+        .collect();
+        let mut merge = Merge::new(sources).unwrap();
+        assert_eq!(merge.sources.len(), 3, "the empty source is dropped");
+        let mut got = Vec::new();
+        while let Some(e) = merge.next().unwrap() {
+            got.push(String::from_utf8(e.value).unwrap());
+        }
+        assert_eq!(got, ["a@3", "b@2", "c@3", "d@2", "e@1", "f@1"]);
+        assert_eq!(merge.next().unwrap(), None);
     }
 }

@@ -40,11 +40,14 @@ impl MapKey {
     /// The key's bytes, from the map key alone (no look at a record).
     pub(super) fn bytes(&self) -> Vec<u8> {
         let len = self.len as usize;
-        let mut out = Vec::with_capacity(len);
-        for w in self.prefix {
-            out.extend_from_slice(&w.to_be_bytes());
+        // The prefix's words laid out first: a key shorter than the prefix
+        // must not outgrow its vector (a scan copies keys by the dozen).
+        let mut head = [0u8; INLINE];
+        for (bytes, w) in head.chunks_exact_mut(8).zip(self.prefix) {
+            bytes.copy_from_slice(&w.to_be_bytes());
         }
-        out.truncate(len.min(INLINE));
+        let mut out = Vec::with_capacity(len);
+        out.extend_from_slice(&head[..len.min(INLINE)]);
         out.extend_from_slice(&self.tail);
         out
     }

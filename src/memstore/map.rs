@@ -29,6 +29,10 @@ pub const ENTRY_OVERHEAD: u64 = 120;
 /// millisecond or two.
 const FOLD_AT: usize = 4096;
 
+/// Most entries [`Memstore::range_newest`] makes room for at once: callers ask
+/// for a chunk (64) or for everything (`usize::MAX`).
+const RANGE_RESERVE: usize = 256;
+
 /// What an entry of `key_len` and `value_len` bytes is charged.
 pub fn entry_bytes(key_len: usize, value_len: usize) -> u64 {
     key_len as u64 + value_len as u64 + ENTRY_OVERHEAD
@@ -333,7 +337,7 @@ impl Memstore {
         let within = (from, to);
         let to = to.map(KeyProbe::new);
         self.sorted(within, |tree| {
-            let mut out: Vec<Entry> = Vec::new();
+            let mut out: Vec<Entry> = Vec::with_capacity(max.min(RANGE_RESERVE));
             // The range is open-ended, each key checked against `to`: a
             // range with two bounds descends the B-tree once for each.
             // Keys are copied from the map's keys: a tombstone passed

@@ -603,7 +603,13 @@ fn number_to(out: &mut Vec<u8>, kind: u8, n: impl itoa::Integer) {
 }
 
 fn bulk_to(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
-    number_to(out, kind, body.len());
+    let mut len = itoa::Buffer::new();
+    let len = len.format(body.len()).as_bytes();
+    // Room for all five pieces at once: a range's reply writes a hundred.
+    out.reserve(1 + len.len() + 2 + body.len() + 2);
+    out.push(kind);
+    out.extend_from_slice(len);
+    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
     out.extend_from_slice(b"\r\n");
 }

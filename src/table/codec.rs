@@ -173,14 +173,22 @@ impl<'a> Decoder<'a> {
     }
 
     /// The next `n` bytes.
+    #[inline]
     pub(crate) fn bytes(&mut self, n: u64, field: &str) -> Result<&'a [u8]> {
         if n > self.remaining() as u64 {
-            return Err(self.corrupt(format!("{field} of {n} bytes, {} left", self.remaining())));
+            return Err(self.short(n, field));
         }
         let n = n as usize;
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(out)
+    }
+
+    /// The error of [`Decoder::bytes`], kept out of its inlined body.
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: u64, field: &str) -> TableError {
+        self.corrupt(format!("{field} of {n} bytes, {} left", self.remaining()))
     }
 
     /// The next byte.
@@ -201,15 +209,23 @@ impl<'a> Decoder<'a> {
     }
 
     /// The next LEB128 varint (at most 10 bytes, no overflow).
+    #[inline]
     pub(crate) fn varint(&mut self, field: &str) -> Result<u64> {
         // Most varints of a block (shared and unshared key lengths, small
-        // values' lengths) are one byte.
+        // values' lengths) are one byte; a scan decodes four an entry, so
+        // that case is inlined into it.
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
                 self.pos += 1;
                 return Ok(u64::from(b));
             }
         }
+        self.long_varint(field)
+    }
+
+    /// [`Decoder::varint`] of more than one byte, or none.
+    #[inline(never)]
+    fn long_varint(&mut self, field: &str) -> Result<u64> {
         let start = self.pos;
         let mut v = 0u64;
         for i in 0..MAX_VARINT {

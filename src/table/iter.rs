@@ -14,6 +14,11 @@ struct Cursor {
     next_block: usize,
     scan: Option<BlockScan>,
     done: bool,
+    /// A key at or past `from` was returned: the keys after it are too.
+    past_from: bool,
+    /// The current block's last key reaches `to`: only then can its keys
+    /// be past the range.
+    ends_here: bool,
 }
 
 impl Cursor {
@@ -25,6 +30,8 @@ impl Cursor {
             to,
             scan: None,
             done: empty,
+            past_from: false,
+            ends_here: true,
         }
     }
 
@@ -61,6 +68,8 @@ impl Cursor {
                             if first {
                                 scan.seek(&self.from);
                             }
+                            let last_key = table.index[i].last_key.as_slice();
+                            self.ends_here = self.to.as_deref().is_none_or(|to| last_key >= to);
                             self.scan.insert(scan)
                         }
                         Err(e) => return Some(Err(e)),
@@ -83,10 +92,15 @@ impl Cursor {
                     if key > last_key {
                         return Some(Err(scan.corrupt("key past the block's last key")));
                     }
-                    if key < self.from.as_slice() {
-                        continue;
+                    if !self.past_from {
+                        if key < self.from.as_slice() {
+                            continue;
+                        }
+                        self.past_from = true;
                     }
-                    if self.to.as_deref().is_some_and(|to| key >= to) {
+                    // Only the block whose last key reaches `to` can hold
+                    // keys past it.
+                    if self.ends_here && self.to.as_deref().is_some_and(|to| key >= to) {
                         return None;
                     }
                     return Some(Ok(scan.entry(raw)));

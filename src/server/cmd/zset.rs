@@ -195,7 +195,7 @@ impl<'a> Conn<'a> {
         // index read up to a chunk of members past it (and the deletes
         // among them) to return the few in it.
         let end = upto.unwrap_or_else(|| keys::sub_end(key, m.version, BY_SCORE));
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(limit.min(CHUNK));
         let mut at = from;
         while out.len() < limit {
             let want = (limit - out.len()).min(CHUNK);

@@ -5,7 +5,7 @@
 //! [`Gaps`]: super::gaps::Gaps
 
 use super::gaps::LEARN_AFTER;
-use super::{Deps, Found, Shard};
+use super::{Deps, Found, Shard, CHUNK};
 use crate::engine::EngineError;
 
 impl<'a> Shard<'a> {
@@ -62,7 +62,7 @@ impl<'a> Shard<'a> {
         }
         let mut from = start.to_vec();
         let mut skipped_to = None;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(limit.min(CHUNK));
         // Deletes passed before the first live key, and what the dirty
         // ones among them (and the ranges jumped) depend on.
         let mut passed = 0;
