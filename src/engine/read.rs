@@ -322,15 +322,6 @@ impl<D: Device<Queue: Send>> Merge<D> {
     }
 
     pub(super) fn next(&mut self) -> Result<Option<Entry>> {
-        if self.sources.len() == 1 {
-            // One source left: its entries in order, nothing to compare.
-            if std::mem::take(&mut self.used[0]) {
-                self.heads[0] = self.sources[0].next()?;
-            }
-            let head = self.heads[0].take();
-            self.used[0] = head.is_some();
-            return Ok(head);
-        }
         let mut ended = false;
         for i in 0..self.sources.len() {
             if std::mem::take(&mut self.used[i]) {
@@ -350,11 +341,12 @@ impl<D: Device<Queue: Send>> Merge<D> {
                     i += 1;
                 }
             }
-            if self.sources.len() == 1 {
-                let head = self.heads[0].take();
-                self.used[0] = head.is_some();
-                return Ok(head);
-            }
+        }
+        if self.sources.len() == 1 {
+            // One source left: its entries in order, nothing to compare.
+            let head = self.heads[0].take();
+            self.used[0] = head.is_some();
+            return Ok(head);
         }
         // The smallest key, from the first (newest) source that has it;
         // the later sources with the same key, one comparison each.
