@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::error::{EngineError, Result};
 use super::file_write::table_error;
-use super::read::{Merge, Source};
+use super::merge::{Merge, Source};
 use super::store::TableHandle;
 use super::Inner;
 use crate::device::Device;

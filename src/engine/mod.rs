@@ -60,6 +60,7 @@ mod error;
 mod file_write;
 mod filter;
 mod flush;
+mod merge;
 mod open;
 mod purge;
 mod read;

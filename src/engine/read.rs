@@ -7,11 +7,10 @@ use std::sync::Arc;
 use super::error::{EngineError, Result};
 use super::Engine;
 use crate::device::Device;
-use crate::memstore::Memstore;
-use crate::table::{key_hash, Entry, EntryKind, OwnedTableIter};
+use crate::table::{key_hash, Entry, EntryKind};
 
+use super::merge::{MemSource, Merge, Source};
 use super::region::View;
-use super::store::{FileSource, TableHandle};
 
 /// Live pairs a scan found, in key order.
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
@@ -46,9 +45,6 @@ impl<D: Device<Queue: Send>> Below<D> {
         self.view.epoch
     }
 }
-
-/// Entries a memstore source copies out at a time.
-const MEM_CHUNK: usize = 64;
 
 /// Most entries a scan makes room for before it reads: a limit of
 /// `usize::MAX` (read to the end) must not reserve it.
@@ -245,14 +241,20 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             // while the scan reads it.
             tables.push(Source::Table(it, t.clone()));
         }
-        // A memstore's first chunk is its share of the limit: of a range
-        // spread over five sources (a large sorted set's score order), it
-        // holds about a fifth, and each entry copied out of the memstore
-        // is a walk through its tree and records. Chunks double after.
-        let share = limit.div_ceil((view.mems.len() + tables.len()).max(1));
-        let mut sources: Vec<Source<D>> = Vec::with_capacity(view.mems.len() + tables.len());
+        // A memstore's chunks (see `MemSource`): of a range spread over
+        // five sources (a large sorted set's score order), it holds about
+        // a fifth, or nothing the scan reaches.
+        let count = view.mems.len() + tables.len();
+        let share = limit.div_ceil(count.max(1));
+        let first = if count > 1 { 1 } else { share };
+        let mut sources: Vec<Source<D>> = Vec::with_capacity(count);
         for ms in &view.mems {
-            sources.push(Source::Mem(MemSource::new(ms.clone(), from, to, share)));
+            sources.push(Source::Mem(MemSource::new(
+                ms.clone(),
+                from,
+                to,
+                (first, share),
+            )));
         }
         sources.append(&mut tables);
         let mut merge = Merge::new(sources)?;
@@ -283,204 +285,5 @@ fn live(e: Entry) -> Option<Vec<u8>> {
     match e.kind {
         EntryKind::Put => Some(e.value),
         EntryKind::Delete => None,
-    }
-}
-
-/// A k-way merge of sources in key order: of several versions of a key,
-/// the one from the earliest (newest) source wins, tombstones included.
-pub(super) struct Merge<D: Device<Queue: Send>> {
-    sources: Vec<Source<D>>,
-    heads: Vec<Option<Entry>>,
-    /// Sources whose head the last entry returned used up: they move on
-    /// at the next call, not at once, so a seek for one key (SPOP's, a
-    /// list's LINDEX) reads no entry past it.
-    used: Vec<bool>,
-    /// The sources after the winner whose head has its key (older
-    /// versions): reused from step to step.
-    ties: Vec<usize>,
-}
-
-impl<D: Device<Queue: Send>> Merge<D> {
-    pub(super) fn new(sources: Vec<Source<D>>) -> Result<Merge<D>> {
-        let mut kept = Vec::with_capacity(sources.len());
-        let mut heads = Vec::with_capacity(sources.len());
-        for mut s in sources {
-            // A source with nothing in the range (an empty memstore, most
-            // often) is not asked again at every step.
-            if let Some(e) = s.next()? {
-                kept.push(s);
-                heads.push(Some(e));
-            }
-        }
-        let used = vec![false; kept.len()];
-        Ok(Merge {
-            sources: kept,
-            heads,
-            used,
-            ties: Vec::new(),
-        })
-    }
-
-    pub(super) fn next(&mut self) -> Result<Option<Entry>> {
-        let mut ended = false;
-        for i in 0..self.sources.len() {
-            if std::mem::take(&mut self.used[i]) {
-                self.heads[i] = self.sources[i].next()?;
-                ended |= self.heads[i].is_none();
-            }
-        }
-        if ended {
-            // Sources in order, newest first: ties go to the first.
-            let mut i = 0;
-            while i < self.sources.len() {
-                if self.heads[i].is_none() {
-                    self.sources.remove(i);
-                    self.heads.remove(i);
-                    self.used.remove(i);
-                } else {
-                    i += 1;
-                }
-            }
-        }
-        if self.sources.len() == 1 {
-            // One source left: its entries in order, nothing to compare.
-            let head = self.heads[0].take();
-            self.used[0] = head.is_some();
-            return Ok(head);
-        }
-        // The smallest key, from the first (newest) source that has it;
-        // the later sources with the same key, one comparison each.
-        let mut best: Option<usize> = None;
-        self.ties.clear();
-        for i in 0..self.heads.len() {
-            let Some(e) = &self.heads[i] else { continue };
-            let order = match best {
-                None => std::cmp::Ordering::Less,
-                Some(b) => {
-                    let be = self.heads[b].as_ref().expect("best has a head");
-                    e.key.as_slice().cmp(be.key.as_slice())
-                }
-            };
-            match order {
-                std::cmp::Ordering::Less => {
-                    best = Some(i);
-                    self.ties.clear();
-                }
-                std::cmp::Ordering::Equal => self.ties.push(i),
-                std::cmp::Ordering::Greater => {}
-            }
-        }
-        let Some(b) = best else { return Ok(None) };
-        let winner = self.heads[b].take().expect("best has a head");
-        self.used[b] = true;
-        for &i in &self.ties {
-            self.heads[i] = None;
-            self.used[i] = true;
-        }
-        Ok(Some(winner))
-    }
-}
-
-pub(super) enum Source<D: Device<Queue: Send>> {
-    Mem(MemSource),
-    Table(OwnedTableIter<FileSource<D>>, Arc<TableHandle<D>>),
-}
-
-impl<D: Device<Queue: Send>> Source<D> {
-    fn next(&mut self) -> Result<Option<Entry>> {
-        match self {
-            Source::Mem(m) => Ok(m.next()),
-            Source::Table(it, t) => match it.next() {
-                None => Ok(None),
-                Some(Ok(e)) => Ok(Some(e)),
-                Some(Err(e)) => Err(t.error(e)),
-            },
-        }
-    }
-}
-
-/// A memstore read in chunks, newest version of each key.
-pub(super) struct MemSource {
-    ms: Arc<Memstore>,
-    to: Option<Vec<u8>>,
-    buf: std::vec::IntoIter<Entry>,
-    /// Where the next chunk starts, and whether that key was already read.
-    next_from: Option<(Vec<u8>, bool)>,
-    /// Entries the next chunk copies out: its share of the scan's limit
-    /// at first (a seek for one key, as LINDEX's, copies one entry, not
-    /// [`MEM_CHUNK`]), doubling up to [`MEM_CHUNK`] when tombstones or
-    /// newer sources use them up.
-    chunk: usize,
-}
-
-impl MemSource {
-    pub(super) fn new(
-        ms: Arc<Memstore>,
-        from: &[u8],
-        to: Option<&[u8]>,
-        limit: usize,
-    ) -> MemSource {
-        MemSource {
-            ms,
-            to: to.map(<[u8]>::to_vec),
-            buf: Vec::new().into_iter(),
-            next_from: Some((from.to_vec(), false)),
-            chunk: limit.clamp(1, MEM_CHUNK),
-        }
-    }
-
-    fn next(&mut self) -> Option<Entry> {
-        if let Some(e) = self.buf.next() {
-            return Some(e);
-        }
-        let (from, after) = self.next_from.take()?;
-        let want = self.chunk;
-        self.chunk = (want * 2).min(MEM_CHUNK);
-        let chunk = self.ms.range_newest(&from, after, self.to.as_deref(), want);
-        if chunk.len() == want {
-            self.next_from = Some((chunk[want - 1].key.clone(), true));
-        }
-        self.buf = chunk.into_iter();
-        self.buf.next()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::device::sim::SimDevice;
-
-    /// A memstore holding `keys`, each written at `version`.
-    fn mem(keys: &[&str], version: u64) -> Arc<Memstore> {
-        let m = Arc::new(Memstore::new(1, 0));
-        for k in keys {
-            let value = format!("{k}@{version}").into_bytes();
-            m.insert(k.as_bytes().to_vec(), version, true, EntryKind::Put, value);
-        }
-        m
-    }
-
-    #[test]
-    fn newer_sources_win_ties_as_sources_run_out() {
-        // Newest first. The first runs out after "c", the second after
-        // "d", the third is empty from the start; chunks of one entry make
-        // every step refill.
-        let sources: Vec<Source<SimDevice>> = [
-            mem(&["a", "c"], 3),
-            mem(&["b", "c", "d"], 2),
-            mem(&[], 2),
-            mem(&["a", "c", "d", "e", "f"], 1),
-        ]
-        .into_iter()
-        .map(|m| Source::Mem(MemSource::new(m, b"", None, 1)))
-        .collect();
-        let mut merge = Merge::new(sources).unwrap();
-        assert_eq!(merge.sources.len(), 3, "the empty source is dropped");
-        let mut got = Vec::new();
-        while let Some(e) = merge.next().unwrap() {
-            got.push(String::from_utf8(e.value).unwrap());
-        }
-        assert_eq!(got, ["a@3", "b@2", "c@3", "d@2", "e@1", "f@1"]);
-        assert_eq!(merge.next().unwrap(), None);
     }
 }

@@ -10,8 +10,9 @@ use super::{Entry, Result};
 struct Cursor {
     from: Vec<u8>,
     to: Option<Vec<u8>>,
-    /// The next data block to read.
-    next_block: usize,
+    /// The next data block to read; `None` until the first, found from
+    /// the index when the scan first reads (a merge may never read it).
+    next_block: Option<usize>,
     scan: Option<BlockScan>,
     done: bool,
     /// A key at or past `from` was returned: the keys after it are too.
@@ -22,10 +23,10 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn new(table: &Table, from: Vec<u8>, to: Option<Vec<u8>>) -> Cursor {
+    fn new(from: Vec<u8>, to: Option<Vec<u8>>) -> Cursor {
         let empty = to.as_ref().is_some_and(|to| *to <= from);
         Cursor {
-            next_block: table.first_block(&from),
+            next_block: None,
             from,
             to,
             scan: None,
@@ -52,12 +53,14 @@ impl Cursor {
             let scan = match &mut self.scan {
                 Some(scan) => scan,
                 None => {
-                    if self.next_block >= table.index.len() {
+                    let (i, first) = match self.next_block {
+                        Some(i) => (i, false),
+                        None => (table.first_block(&self.from), true),
+                    };
+                    if i >= table.index.len() {
                         return None;
                     }
-                    let i = self.next_block;
-                    let first = i == table.first_block(&self.from);
-                    self.next_block += 1;
+                    self.next_block = Some(i + 1);
                     // The first block of a scan is cached like a point
                     // lookup's, and the scan seeks in it to its start (a
                     // short range, an LRANGE or a pop, reads one block it
@@ -76,7 +79,7 @@ impl Cursor {
                     }
                 }
             };
-            let block = self.next_block - 1;
+            let block = self.next_block.expect("a block is read") - 1;
             let last_key = table.index[block].last_key.as_slice();
             match scan.next_raw() {
                 None => {
@@ -126,7 +129,7 @@ impl<'a> TableIter<'a> {
         to: Option<Vec<u8>>,
     ) -> TableIter<'a> {
         TableIter {
-            cursor: Cursor::new(table, from, to),
+            cursor: Cursor::new(from, to),
             table,
             src,
         }
@@ -158,10 +161,15 @@ impl<S: BlockSource> OwnedTableIter<S> {
         to: Option<Vec<u8>>,
     ) -> OwnedTableIter<S> {
         OwnedTableIter {
-            cursor: Cursor::new(&table, from, to),
+            cursor: Cursor::new(from, to),
             table,
             src,
         }
+    }
+
+    /// Where the scan starts: no key it returns is below.
+    pub fn from(&self) -> &[u8] {
+        &self.cursor.from
     }
 }
 

@@ -7,6 +7,7 @@ mod engine_env;
 mod copies;
 mod file_copies;
 mod purge;
+mod ranges;
 mod scrubber;
 
 use std::collections::BTreeMap;
