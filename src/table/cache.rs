@@ -7,11 +7,12 @@
 //! so an entry can never stand for other bytes, and the blocks of a file
 //! that compaction removed age out like any other.
 //!
-//! What fills it: point lookups. Scans and compactions use blocks that are
-//! cached but do not add theirs, so that one pass over everything (DBSIZE,
-//! SCAN, a compaction) does not push out the blocks lookups need, as
-//! RocksDB's `fill_cache = false` and HBase's `setCacheBlocks(false)` do
-//! for such reads. Eviction and sharding are quick_cache's (CLOCK-Pro like,
+//! What fills it: point lookups, and the first few blocks of each scan
+//! (a short range reads them again). Scans and compactions use the
+//! blocks that are cached but do not add the rest of theirs, so that one
+//! pass over everything (DBSIZE, SCAN, a compaction) does not push out the
+//! blocks lookups need, as RocksDB's `fill_cache = false` and HBase's
+//! `setCacheBlocks(false)` do for such reads. Eviction and sharding are quick_cache's (CLOCK-Pro like,
 //! weighted by bytes).
 
 use std::sync::atomic::{AtomicU64, Ordering};

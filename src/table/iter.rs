@@ -6,6 +6,9 @@ use super::block::BlockScan;
 use super::reader::{BlockSource, Table};
 use super::{Entry, Result};
 
+/// Data blocks a scan adds to the block cache: its first ones.
+const FILL_BLOCKS: usize = 4;
+
 /// The state of a scan, shared by the borrowing and the owning iterator.
 struct Cursor {
     from: Vec<u8>,
@@ -15,6 +18,8 @@ struct Cursor {
     next_block: Option<usize>,
     scan: Option<BlockScan>,
     done: bool,
+    /// Data blocks read (from the cache or the device) so far.
+    blocks_read: usize,
     /// A key at or past `from` was returned: the keys after it are too.
     past_from: bool,
     /// The current block's last key reaches `to`: only then can its keys
@@ -27,6 +32,7 @@ impl Cursor {
         let empty = to.as_ref().is_some_and(|to| *to <= from);
         Cursor {
             next_block: None,
+            blocks_read: 0,
             from,
             to,
             scan: None,
@@ -61,12 +67,15 @@ impl Cursor {
                         return None;
                     }
                     self.next_block = Some(i + 1);
-                    // The first block of a scan is cached like a point
-                    // lookup's, and the scan seeks in it to its start (a
-                    // short range, an LRANGE or a pop, reads one block it
-                    // will likely read again); later blocks only use the
+                    // A scan's first blocks are cached like a point
+                    // lookup's (a short range, an LRANGE, a ZRANGE with a
+                    // LIMIT or a pop, reads one or two blocks it will
+                    // likely read again, the second when it starts near
+                    // the end of the first); later blocks only use the
                     // cache, so a long scan does not flush it.
-                    match table.read_block(src, i, first) {
+                    let fill = self.blocks_read < FILL_BLOCKS;
+                    self.blocks_read += 1;
+                    match table.read_block(src, i, fill) {
                         Ok(mut scan) => {
                             if first {
                                 scan.seek(&self.from);

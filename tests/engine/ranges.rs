@@ -110,3 +110,24 @@ fn ranges_over_files_and_memstores_return_the_newest_versions() {
     }
     e.close().unwrap();
 }
+
+#[test]
+fn a_short_range_over_several_blocks_is_read_from_the_cache_again() {
+    let devs = Devices::new(1, 1, 64, &model(13));
+    let (e, _) = open(&devs, &options());
+    for i in 0..1000 {
+        e.put(&k(i), &value(i, 0, 20), Some(Durability::Write))
+            .unwrap();
+    }
+    e.flush_all().unwrap();
+    // 250 keys of about 40 bytes: three blocks of 4 KiB or so, all of
+    // them cached by the first read.
+    let first = reads(&e);
+    assert_eq!(e.scan(&k(500), None, 250).unwrap().len(), 250);
+    let blocks = reads(&e) - first;
+    assert!((2..=4).contains(&blocks), "{blocks} blocks read");
+    let again = reads(&e);
+    assert_eq!(e.scan(&k(500), None, 250).unwrap().len(), 250);
+    assert_eq!(reads(&e), again, "the second read found every block cached");
+    e.close().unwrap();
+}
