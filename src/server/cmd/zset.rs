@@ -200,21 +200,24 @@ impl<'a> Conn<'a> {
         while out.len() < limit {
             let want = (limit - out.len()).min(CHUNK);
             let got = self.scan_raw(&at, Some(&end), want)?;
-            let n = got.len();
-            for (k, _) in &got {
-                let rest = &k[start.len()..];
-                let score = from_ordered(rest);
-                let member = &rest[8..];
-                out.push((member.to_vec(), score));
-            }
-            match got.last() {
-                Some((k, _)) if n == want => {
-                    at = k.clone();
-                    at.push(0);
-                    if at >= end {
-                        break;
-                    }
+            // Where the next chunk starts, when this one was cut at `want`.
+            let next = match got.last() {
+                Some((k, _)) if got.len() == want => {
+                    let mut next = k.clone();
+                    next.push(0);
+                    Some(next)
                 }
+                _ => None,
+            };
+            for (mut k, _) in got {
+                let score = from_ordered(&k[start.len()..]);
+                // The member is the key's tail: the key's own vector, its
+                // head dropped, not a copy.
+                k.drain(..start.len() + 8);
+                out.push((k, score));
+            }
+            match next {
+                Some(next) if next < end => at = next,
                 _ => break,
             }
         }
