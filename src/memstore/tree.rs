@@ -212,13 +212,18 @@ impl Tree {
             return;
         }
         let fresh = std::mem::take(&mut self.fresh);
-        let mut new: Vec<(MapKey, Slot)> = fresh
-            .into_iter()
-            .map(|h| {
-                let key = self.index[&h].newest().record.key();
+        // A batch's chains first, in a loop of their own, then their keys
+        // (see `WALK_BATCH`).
+        let mut new: Vec<(MapKey, Slot)> = Vec::with_capacity(fresh.len());
+        let mut chains: Vec<&Chain> = Vec::with_capacity(WALK_BATCH);
+        for batch in fresh.chunks(WALK_BATCH) {
+            chains.clear();
+            chains.extend(batch.iter().map(|h| &self.index[h]));
+            new.extend(batch.iter().zip(&chains).map(|(&h, chain)| {
+                let key = chain.newest().record.key();
                 (MapKey::new(prefix(key), key), Slot::Hashed(h))
-            })
-            .collect();
+            }));
+        }
         new.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         if new.len() * APPEND_SHARE >= self.keys.len() {
             // Already sorted: the tree is built in one pass.
