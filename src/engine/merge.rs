@@ -72,6 +72,8 @@ impl<D: Device<Queue: Send>> Merge<D> {
         })
     }
 
+    /// The next entry in key order. After an error the merge is done
+    /// with: callers return it, and ask no more.
     pub(super) fn next(&mut self) -> Result<Option<Entry>> {
         // The sources the last call used move on.
         let mut ended = false;
@@ -128,12 +130,11 @@ impl<D: Device<Queue: Send>> Merge<D> {
             // read it and choose again.
             let mut opened = false;
             let mut ended = false;
-            for i in std::iter::once(best).chain(std::mem::take(&mut self.ties)) {
+            for k in 0..=self.ties.len() {
+                let i = if k == 0 { best } else { self.ties[k - 1] };
                 if matches!(self.heads[i], Head::Closed) {
                     opened = true;
                     ended |= self.read(i)?;
-                } else {
-                    self.ties.push(i);
                 }
             }
             if opened {
@@ -143,8 +144,6 @@ impl<D: Device<Queue: Send>> Merge<D> {
                 self.ties.clear();
                 continue;
             }
-            // `ties` now starts with `best`.
-            self.ties.remove(0);
             for k in 0..self.ties.len() {
                 self.heads[self.ties[k]] = Head::Used;
             }

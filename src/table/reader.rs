@@ -256,7 +256,7 @@ impl Table {
 
     /// Data block `i`: from the source's block cache, or read and its CRC
     /// checked (then cached if `fill`: point lookups and a scan's first
-    /// block fill the cache, the rest of a scan only uses it; see
+    /// four blocks fill the cache, the rest of a scan only uses it; see
     /// [`BlockCache`]).
     pub(crate) fn read_block(
         &self,
