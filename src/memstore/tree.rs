@@ -208,10 +208,20 @@ impl Tree {
 
     /// Puts the keys added since the last fold into `keys`.
     pub(super) fn fold(&mut self) {
-        if self.fresh.is_empty() {
+        self.fold_some(usize::MAX);
+    }
+
+    /// Puts at most `most` of the keys added since the last fold into
+    /// `keys`, the last added first.
+    pub(super) fn fold_some(&mut self, most: usize) {
+        if self.fresh.is_empty() || most == 0 {
             return;
         }
-        let fresh = std::mem::take(&mut self.fresh);
+        let fresh = if most >= self.fresh.len() {
+            std::mem::take(&mut self.fresh)
+        } else {
+            self.fresh.split_off(self.fresh.len() - most)
+        };
         // A batch's chains first, in a loop of their own, then their keys
         // (see `WALK_BATCH`).
         let mut new: Vec<(MapKey, Slot)> = Vec::with_capacity(fresh.len());
