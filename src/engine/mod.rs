@@ -60,6 +60,7 @@ mod error;
 mod file_write;
 mod filter;
 mod flush;
+mod fold;
 mod merge;
 mod open;
 mod purge;
@@ -82,6 +83,7 @@ use std::thread::JoinHandle;
 
 pub use error::{EngineError, Result};
 pub use filter::{CompactionFilter, FilterFactory};
+pub use fold::FoldAhead;
 pub use open::{EngineDevices, OpenReport};
 pub use purge::PURGE_AFTER;
 pub use read::{Below, BelowRange, PointRead};

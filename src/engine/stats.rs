@@ -20,6 +20,8 @@ pub(super) struct Counters {
     pub freezes: AtomicU64,
     /// Regions purged because their scans kept passing deletes.
     pub purges: AtomicU64,
+    /// Keys folded into memstores' B-trees while the server idled.
+    pub folded_ahead: AtomicU64,
     /// Block files read for a key their bloom filter let through but did
     /// not hold.
     pub bloom_false: AtomicU64,
@@ -34,6 +36,7 @@ impl Counters {
             scans: AtomicU64::new(0),
             freezes: AtomicU64::new(0),
             purges: AtomicU64::new(0),
+            folded_ahead: AtomicU64::new(0),
             bloom_false: AtomicU64::new(0),
             flush: FlushCounters::new(data_devices, flush_reactors),
         }
@@ -49,6 +52,11 @@ pub struct EngineStats {
     pub freezes: u64,
     /// Regions purged because their scans kept passing deletes.
     pub purges: u64,
+    /// Keys folded into memstores' B-trees while the server idled, and
+    /// keys the active memstores hold outside theirs now (the next range
+    /// read of one folds them first).
+    pub folded_ahead: u64,
+    pub unfolded: u64,
     pub flushes: u64,
     /// Passes that flushed part of a memstore, up to the written LSN of a
     /// full log, while some of its writes waited for log space.
@@ -146,8 +154,10 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
         let mut region_active_bytes = Vec::with_capacity(i.region.len());
         let mut region_frozen_bytes = Vec::with_capacity(i.region.len());
         let mut region_frozen = Vec::with_capacity(i.region.len());
+        let mut unfolded = 0;
         for r in &i.region {
             let st = r.lock();
+            unfolded += st.active.unfolded() as u64;
             let frozen = st.frozen.iter().map(|m| m.bytes()).sum::<u64>();
             region_bytes.push(st.active.bytes() + frozen);
             region_files.push(st.tables.len());
@@ -186,6 +196,8 @@ impl<D: Device<Queue: Send> + Clone> Engine<D> {
             scans: load(&c.scans),
             freezes: load(&c.freezes),
             purges: load(&c.purges),
+            folded_ahead: load(&c.folded_ahead),
+            unfolded,
             flushes: load(&c.flush.flushes),
             partial_flushes: load(&c.flush.partial),
             partial_entries: load(&c.flush.partial_entries),

@@ -400,6 +400,8 @@ fn memstore(w: &mut Section, s: &EngineStats) {
     w.kv("memstore_frozen", s.region_frozen.iter().sum::<usize>());
     w.kv("memstore_freezes", s.freezes);
     w.kv("delete_purges", s.purges);
+    w.kv("memstore_unfolded_keys", s.unfolded);
+    w.kv("memstore_folded_ahead", s.folded_ahead);
     w.kv("queued_flushes", s.queued_flushes);
     w.kv("queued_compactions", s.queued_compactions);
     w.kv("running_jobs", s.running_jobs);
