@@ -16,6 +16,7 @@ mod expire;
 mod geo;
 mod group_commit;
 mod held;
+mod idle;
 mod introspection;
 mod kill9;
 mod maxmemory;

@@ -45,8 +45,10 @@ use super::sweep::Sweep;
 use super::Shared;
 use crate::wal::{Notify, WalHost};
 use connection::{flush, serve, Connection, HOLD_AHEAD};
+use idle::IdleFold;
 
 mod connection;
+mod idle;
 
 /// The token of a loop's waker (new connections, acknowledgements, the
 /// stop).
@@ -163,6 +165,7 @@ struct Loop<'a> {
     ids: HashMap<u64, usize>,
     expiry: Expiry,
     sweep: Sweep,
+    idle: IdleFold,
 }
 
 fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
@@ -185,6 +188,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
         ids: HashMap::new(),
         expiry: Expiry::default(),
         sweep: Sweep::default(),
+        idle: IdleFold::default(),
     };
     let mut events = Events::with_capacity(1024);
     let mut deadline: Option<Instant> = None;
@@ -200,7 +204,8 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
         if let Some(d) = lp.shard.blocking().next_deadline() {
             due = due.min(d.saturating_duration_since(Instant::now()));
         }
-        let timeout = Some(lp.timeout(stopping).map_or(due, |t| t.min(due)));
+        // A stopping loop's own timeout is never `None`: it folds nothing.
+        let timeout = Some(lp.idle.timeout(lp.timeout(stopping), due));
         let polled = poll.poll(&mut events, timeout);
         lp.notify.armed.store(false, Ordering::SeqCst);
         if let Err(e) = polled {
@@ -210,6 +215,7 @@ fn run(shared: &Shared, parts: Parts, rx: Receiver<Handoff>) {
             }
             continue;
         }
+        lp.idle.after_poll(&shared.engine, events.is_empty());
         lp.events(&events, poll.registry(), stopping);
         lp.turn(stopping, &mut poll, &mut events);
         // A WAL device written for an online replacement joins the
