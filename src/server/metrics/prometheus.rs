@@ -537,6 +537,18 @@ pub(super) fn render_engine(t: &mut Text, s: &EngineStats, data_names: &[String]
         "Regions flushed and compacted because their scans kept passing deletes.",
         s.purges,
     );
+    t.single(
+        "memstore_unfolded_keys",
+        "gauge",
+        "Keys the active memstores hold outside their B-trees: the next range read of one folds them first.",
+        s.unfolded,
+    );
+    t.single(
+        "memstore_folded_ahead_total",
+        "counter",
+        "Keys folded into memstores' B-trees while the server idled.",
+        s.folded_ahead,
+    );
 
     // Flushes and compactions.
     t.family(
