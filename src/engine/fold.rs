@@ -8,7 +8,7 @@
 //! range read of such a memstore must fold them all in before it can
 //! answer, holding the memstore's write lock: after a 1,000,000-member
 //! sorted set was loaded, the first `ZRANGEBYSCORE` waited a tenth of a
-//! second while 220,000 keys were sorted and put in the tree, and every
+//! second while 216,000 keys were sorted and put in the tree, and every
 //! request behind it waited too. A shard's event loop that has had
 //! nothing to do for a moment calls [`Engine::fold_ahead`] instead, a
 //! bounded chunk at a time, and polls its sockets between chunks: time

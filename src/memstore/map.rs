@@ -410,7 +410,7 @@ impl Memstore {
     /// Folds at most `most` of the keys outside the B-tree into it, when
     /// at least [`FOLD_AT`] wait and the memstore takes writes: the work
     /// the next scan would otherwise do before it could answer, holding
-    /// the write lock (a tenth of a second for the 200,000 keys a bulk
+    /// the write lock (a tenth of a second for the 216,000 keys a bulk
     /// load leaves), done ahead while the server idles. Never waits for
     /// the lock. Returns how many it folded, and whether at least
     /// [`FOLD_AT`] keys still wait.
